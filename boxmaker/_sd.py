@@ -1,0 +1,1 @@
+"""systemd socket activation and readiness notification (filled by the brokerd issue)."""

@@ -1,0 +1,1 @@
+"""bxctl: the owner's command line (one click group)."""
