@@ -1,0 +1,90 @@
+"""The runner seam (05-brokerd): RunSpec, RunOutcome, Runtime.
+
+A `RunSpec` is built only here, by `build_run_spec`, from an allowed decision;
+its constructor checks a private token so that a handler cannot make up its
+own "allowed" (a guard against mistakes, not against hostile code).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol
+
+import attrs
+
+from ...proto._taint import Label
+
+_TOKEN = object()
+
+RunStatus = Literal["ok", "tool_failed", "timeout", "runner_unavailable", "unsafe_target"]
+
+
+def _check_token(instance: Any, attribute: Any, value: object) -> None:
+    if value is not _TOKEN:
+        raise TypeError("a RunSpec is built only by boxmaker.brokerd.runner.build_run_spec")
+
+
+@attrs.frozen(kw_only=True)
+class RunSpec:
+    """Everything a runtime needs to run one allowed call, and nothing more."""
+
+    call_id: int
+    session: str
+    tool: str
+    args: dict[str, Any]
+    """The call's arguments, already parsed strictly by the policy (as JSON)."""
+    grant: str | None
+    """Id of the grant that allowed the call (None only for a test runtime)."""
+    grant_entry: str | None
+    """The winning grant's matching entry: its path (file tools) or host pattern."""
+    private_network: bool
+    label: Label
+    untrusted: bool
+    _token: object = attrs.field(repr=False, validator=_check_token)
+
+
+def build_run_spec(
+    *,
+    call_id: int,
+    session: str,
+    tool: str,
+    args: dict[str, Any],
+    grant: str | None,
+    grant_entry: str | None,
+    private_network: bool,
+    label: Label,
+    untrusted: bool,
+) -> RunSpec:
+    """The one place a RunSpec is made (called by brokerd for an allowed decision)."""
+    return RunSpec(
+        call_id=call_id,
+        session=session,
+        tool=tool,
+        args=args,
+        grant=grant,
+        grant_entry=grant_entry,
+        private_network=private_network,
+        label=label,
+        untrusted=untrusted,
+        token=_TOKEN,
+    )
+
+
+@attrs.frozen(kw_only=True)
+class RunOutcome:
+    """What a runtime answers.
+
+    `ok`/`tool_failed`/`timeout`: the tool ran (the taint rises).
+    `runner_unavailable`/`unsafe_target`: nothing ran (`output` is None).
+    For `tool_failed`, `output` is `{"error": {"code": ..., "message": ...}}`;
+    for `timeout`, None.  `message` is for the daemon log and denial reasons.
+    """
+
+    status: RunStatus
+    output: dict[str, Any] | None
+    message: str | None = None
+
+
+class Runtime(Protocol):
+    async def run(self, spec: RunSpec) -> RunOutcome: ...
+
+    async def aclose(self) -> None: ...
