@@ -1,0 +1,70 @@
+"""scripts/check-runbook: the repository passes, and each kind of fault is caught."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import REPO
+
+SCRIPT = REPO / "scripts" / "check-runbook"
+
+
+def run(root: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), "--root", str(root)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def make_tree(tmp_path: Path, code: str, runbook: str) -> Path:
+    (tmp_path / "boxmaker").mkdir()
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "boxmaker" / "mod.py").write_text(code, encoding="utf-8")
+    (tmp_path / "docs" / "runbook.md").write_text(runbook, encoding="utf-8")
+    return tmp_path
+
+
+def test_clean_tree_passes(tmp_path: Path) -> None:
+    root = make_tree(tmp_path, 'MSG = "x. See docs/runbook.md#thing-broke"\n', "# R\n\n## thing-broke\n")
+    result = run(root)
+    assert result.returncode == 0, result.stdout
+
+
+def test_missing_anchor_fails(tmp_path: Path) -> None:
+    root = make_tree(
+        tmp_path,
+        'A = "docs/runbook.md#thing-broke"\nB = "docs/runbook.md#nowhere"\n',
+        "## thing-broke\n",
+    )
+    result = run(root)
+    assert result.returncode == 1
+    assert "#nowhere" in result.stdout
+
+
+def test_computed_pointer_fails(tmp_path: Path) -> None:
+    code = (
+        'A = "docs/runbook.md#thing-broke"\n'
+        'anchor = "x"\n'
+        'B = "docs/runbook.md#" + anchor\n'
+        'C = f"docs/runbook.md#{anchor}"\n'
+    )
+    result = run(make_tree(tmp_path, code, "## thing-broke\n"))
+    assert result.returncode == 1
+    assert result.stdout.count("computed") >= 2
+
+
+def test_unused_anchor_fails(tmp_path: Path) -> None:
+    root = make_tree(tmp_path, 'A = "docs/runbook.md#thing-broke"\n', "## thing-broke\n\n## unused-one\n")
+    result = run(root)
+    assert result.returncode == 1
+    assert "#unused-one is never pointed at" in result.stdout
+
+
+def test_no_pointers_fails(tmp_path: Path) -> None:
+    result = run(make_tree(tmp_path, "A = 1\n", "# empty\n"))
+    assert result.returncode == 1
+    assert "no runbook pointers" in result.stdout
