@@ -29,7 +29,9 @@ def make_tree(tmp_path: Path, code: str, runbook: str) -> Path:
 
 
 def test_clean_tree_passes(tmp_path: Path) -> None:
-    root = make_tree(tmp_path, 'MSG = "x. See docs/runbook.md#thing-broke"\n', "# R\n\n## thing-broke\n")
+    root = make_tree(
+        tmp_path, 'MSG = "x. See docs/runbook.md#thing-broke"\n', "# R\n\n## thing-broke\n"
+    )
     result = run(root)
     assert result.returncode == 0, result.stdout
 
@@ -58,7 +60,9 @@ def test_computed_pointer_fails(tmp_path: Path) -> None:
 
 
 def test_unused_anchor_fails(tmp_path: Path) -> None:
-    root = make_tree(tmp_path, 'A = "docs/runbook.md#thing-broke"\n', "## thing-broke\n\n## unused-one\n")
+    root = make_tree(
+        tmp_path, 'A = "docs/runbook.md#thing-broke"\n', "## thing-broke\n\n## unused-one\n"
+    )
     result = run(root)
     assert result.returncode == 1
     assert "#unused-one is never pointed at" in result.stdout
