@@ -1,0 +1,28 @@
+"""The tool registry: schemas match the argument grammar's required fields."""
+
+from __future__ import annotations
+
+import pytest
+
+from boxmaker.loopd._tools import PRODUCTION_TOOLS, TEST_TOOLS, tool_schemas
+
+
+def test_production_registry_has_exactly_the_four_tools() -> None:
+    assert set(PRODUCTION_TOOLS) == {"read_file", "list_dir", "write_file", "http_fetch"}
+    assert "echo" not in PRODUCTION_TOOLS and "echo" in TEST_TOOLS
+
+
+@pytest.mark.parametrize("name", [*PRODUCTION_TOOLS, *TEST_TOOLS])
+def test_schema_shape(name: str) -> None:
+    (schema,) = tool_schemas([name])
+    function = schema["function"]
+    assert schema["type"] == "function" and function["name"] == name
+    assert function["description"]
+    parameters = function["parameters"]
+    assert parameters["additionalProperties"] is False
+    assert set(parameters["required"]) <= set(parameters["properties"])
+
+
+def test_unknown_tool_refused() -> None:
+    with pytest.raises(ValueError, match="unknown tool"):
+        tool_schemas(["rm_rf"])
