@@ -1,22 +1,119 @@
-"""`boxmaker up`: the one-command development stack."""
+"""`boxmaker up`: the one-command development stack (09-operations)."""
 
 from __future__ import annotations
 
+import re
+import sys
+import tomllib
+from pathlib import Path
+
 import click
+import trio
+
+from .. import __version__
+from .._paths import boxmaker_home
+from ._home import write_starter_home
+from ._up import ChildFailed, ChildSpec, run_stack
+
+_URL = re.compile(r"https?://[^\s/?#]+(:[0-9]{1,5})?/?")
+
+
+def _bin(name: str) -> str:
+    """The console script next to the running interpreter (the same venv)."""
+    candidate = Path(sys.executable).parent / name
+    return str(candidate) if candidate.exists() else name
+
+
+def _configured_upstream(home: Path) -> str | None:
+    path = home / "inferproxy.toml"
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    upstream = data.get("upstream")
+    return upstream if isinstance(upstream, str) else None
 
 
 @click.group()
+@click.version_option(__version__, prog_name="boxmaker")
 def cli() -> None:
-    """boxmaker: the development stack."""
+    """boxmaker: a personal AI agent on your own hardware, kept on a leash."""
 
 
 @cli.command()
-def up() -> None:
-    """Start brokerd, inferproxy and loopd and open a chat."""
-    raise click.ClickException(
-        "boxmaker up is not built yet: the daemons it starts (brokerd, loopd, "
-        "inferproxy) are still being written. Use bxctl for the audit log and grants."
-    )
+@click.option(
+    "--home",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="The boxmaker home (default: $BOXMAKER_HOME).",
+)
+@click.option(
+    "--inference",
+    "url",
+    default=None,
+    metavar="URL",
+    help="An existing llama-server, e.g. http://gpu-box:8080.",
+)
+@click.option(
+    "--local-model", is_flag=True, help="Use the embedded local model (not available yet)."
+)
+@click.option("--no-chat", is_flag=True, help="Start the daemons only; Ctrl-C stops them.")
+def up(home: Path | None, url: str | None, local_model: bool, no_chat: bool) -> None:
+    """Start brokerd, inferproxy and loopd, then open a chat; stop them all at the end."""
+    home = (home or boxmaker_home()).absolute()
+    configured = _configured_upstream(home)
+    if url is not None and not _URL.fullmatch(url):
+        raise click.UsageError(
+            f"--inference wants http://HOST:PORT or https://HOST:PORT, not {url!r}"
+        )
+    if local_model or (url is None and configured is None):
+        raise click.ClickException(
+            "the embedded local model is not available yet: pass --inference URL with a "
+            "running llama-server (scripts/get-llama-server builds one; see README.md)"
+        )
+    if url is not None and configured is not None and url.rstrip("/") != configured.rstrip("/"):
+        raise click.ClickException(
+            f"{home / 'inferproxy.toml'} names upstream {configured!r}, not {url!r}; "
+            "edit that file (or use another --home) to change it"
+        )
+    upstream = (url or configured or "").rstrip("/")
+    starter = write_starter_home(home, upstream=upstream)
+    for path in starter.created:
+        click.echo(f"created {path}")
+    if starter.created:
+        click.echo(f"demo notes for the agent to read: {starter.demo_notes}")
+    specs = [
+        ChildSpec(
+            name="brokerd",
+            argv=[_bin("brokerd"), "serve", "--config", str(home / "brokerd.toml")],
+            ready_timeout_s=60,
+        ),
+        ChildSpec(
+            name="inferproxy",
+            argv=[_bin("inferproxy"), "serve", "--config", str(home / "inferproxy.toml")],
+            ready_timeout_s=30,
+        ),
+        ChildSpec(
+            name="loopd",
+            argv=[_bin("loopd"), "serve", "--config", str(home / "loopd.toml")],
+            ready_timeout_s=900,
+        ),
+    ]
+    foreground = None if no_chat else [_bin("bxctl"), "--config", str(home / "bxctl.toml"), "chat"]
+    try:
+        status = trio.run(
+            lambda: run_stack(
+                specs,
+                home / "logs",
+                foreground=foreground,
+                say=lambda text: click.echo(text, err=True),
+            )
+        )
+    except* ChildFailed as group:
+        for exc in group.exceptions:
+            click.echo(f"boxmaker: {exc}", err=True)
+        sys.exit(1)
+    sys.exit(status)
 
 
 def main() -> None:

@@ -1,0 +1,174 @@
+"""The starter home `boxmaker up` writes on first run (09-operations).
+
+Four config files, `core.md`, a `grants/` directory with commented examples,
+and a demo notes directory outside the home (the home is protected: no grant
+can reach into it).  Existing files are never overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import attrs
+
+
+@attrs.frozen(kw_only=True)
+class StarterHome:
+    home: Path
+    demo_notes: Path
+    created: list[Path]
+
+
+def _toml_str(value: str | Path) -> str:
+    # TOML basic strings share JSON's escapes for everything we write here.
+    return json.dumps(str(value))
+
+
+def _write_new(path: Path, text: str, created: list[Path], mode: int = 0o600) -> None:
+    if path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    created.append(path)
+
+
+def write_starter_home(
+    home: Path,
+    *,
+    upstream: str,
+    demo_notes: Path | None = None,
+    runner: str = "refusing",
+    slots: int = 4,
+    n_ctx_per_slot: int = 262144,
+) -> StarterHome:
+    """Create what is missing of a starter home; return what was created."""
+    created: list[Path] = []
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if demo_notes is None:
+        demo_notes = Path.home() / "boxmaker-demo" / "notes"
+    run = home / "run"
+    _write_new(
+        home / "brokerd.toml",
+        f"""# brokerd's configuration (docs: 05-brokerd).  Paths are under home.
+home = {_toml_str(home)}
+
+[sockets]
+broker = {_toml_str(run / "broker.sock")}
+admin = {_toml_str(run / "admin.sock")}
+
+[approvals]
+ttl_ms = 600000
+
+[runner]
+kind = {_toml_str(runner)}
+""",
+        created,
+    )
+    _write_new(
+        home / "inferproxy.toml",
+        f"""# inferproxy: the only way from loopd to the inference server.
+home = {_toml_str(home)}
+socket = {_toml_str(run / "infer.sock")}
+upstream = {_toml_str(upstream)}
+""",
+        created,
+    )
+    _write_new(
+        home / "loopd.toml",
+        f"""# loopd: the agent loop.
+home = {_toml_str(home)}
+socket = {_toml_str(run / "loop.sock")}
+
+[inference]
+socket = {_toml_str(run / "infer.sock")}
+slots = {slots}
+n_ctx_per_slot = {n_ctx_per_slot}
+
+[broker]
+socket = {_toml_str(run / "broker.sock")}
+
+[loop]
+max_rounds = 8
+tools = ["read_file", "list_dir", "write_file", "http_fetch"]
+""",
+        created,
+    )
+    _write_new(
+        home / "bxctl.toml",
+        f"""# bxctl: the owner's command line.
+home = {_toml_str(home)}
+admin_socket = {_toml_str(run / "admin.sock")}
+loop_socket = {_toml_str(run / "loop.sock")}
+""",
+        created,
+    )
+    _write_new(
+        home / "core.md",
+        """You are a careful assistant running on the owner's own machine.
+You can use tools to read the owner's notes and fetch documentation pages.
+Every tool call is checked against the owner's rules; some need the owner's
+approval. If a call is refused, say so and do not try the same call again.
+""",
+        created,
+    )
+    ssh = Path.home() / ".ssh"
+    _write_new(
+        home / "grants" / "examples.toml",
+        f"""# Starter grants.  Test a call with:
+#   bxctl grants explain --tool read_file --args '{{"path": "{demo_notes}/hello.md"}}'
+# The guide is docs/grants.md.
+
+# Read the demo notes freely (what they return is labelled private).
+[[grant]]
+id = "demo-notes-read"
+tool = "read_file"
+mode = "allow"
+paths = [{_toml_str(demo_notes)}]
+label = "private"
+max_label = "private"
+note = "the demo notes boxmaker up created"
+
+[[grant]]
+id = "demo-notes-list"
+tool = "list_dir"
+mode = "allow"
+paths = [{_toml_str(demo_notes)}]
+label = "private"
+max_label = "private"
+
+# Fetch Python's documentation, but ask the owner first.
+[[grant]]
+id = "python-docs"
+tool = "http_fetch"
+mode = "ask"
+hosts = ["docs.python.org"]
+max_label = "private"
+
+# Never anything under ~/.ssh, whatever other grants say.
+[[grant]]
+id = "no-ssh"
+tool = "read_file"
+mode = "deny"
+paths = [{_toml_str(ssh)}]
+
+[[grant]]
+id = "no-ssh-list"
+tool = "list_dir"
+mode = "deny"
+paths = [{_toml_str(ssh)}]
+""",
+        created,
+    )
+    _write_new(
+        demo_notes / "hello.md",
+        "# Demo notes\n\nboxmaker up made this directory so the agent has something to read.\n"
+        "Ask it: what is in my notes?\n",
+        created,
+        mode=0o644,
+    )
+    (home / "logs").mkdir(exist_ok=True, mode=0o700)
+    return StarterHome(home=home, demo_notes=demo_notes, created=created)
