@@ -38,6 +38,23 @@ U64_MAX = 2**64 - 1
 _NONE_TYPE = type(None)
 
 
+class InvalidValue(ValueError):
+    """A value that breaks a rule of its type (a grammar, a length, a format).
+
+    Raised by the attrs validators of message classes.  Built by our own code,
+    it is our bug (a plain ValueError); met while decoding, the converter turns
+    it into a DecodeError.  Its message must not quote the value.
+    """
+
+
+_CATTRS_ERRORS = (
+    InvalidValue,
+    ForbiddenExtraKeysError,
+    ClassValidationError,
+    IterableValidationError,
+)
+
+
 def _fail(message: str) -> DecodeError:
     return DecodeError(message)
 
@@ -197,7 +214,10 @@ def _configure(conv: cattrs.Converter) -> None:
         def structure(value: Any, _: Any) -> Any:
             if type(value) is not dict:
                 raise _fail(f"expected an object, found {type_word(value)}")
-            return inner(value, cls)
+            try:
+                return inner(value, cls)
+            except _CATTRS_ERRORS as exc:
+                raise _describe(exc, "") from None
 
         structure.__doc__ = f"strict structure of {cls.__name__} ({', '.join(names)})"
         return structure
@@ -320,16 +340,21 @@ def _describe(exc: BaseException, path: str) -> DecodeError:
     """Turn cattrs' detailed errors into one DecodeError with a path."""
     if isinstance(exc, DecodeError):
         return DecodeError(exc.message, path=_join(path, exc.path))
+    if isinstance(exc, InvalidValue):
+        return DecodeError(str(exc), path=path or None)
     if isinstance(exc, ForbiddenExtraKeysError):
-        keys = ", ".join(json.dumps(k) for k in sorted(exc.extra_fields))
-        return DecodeError(f"unknown field {keys}", path=path)
+        keys = ", ".join(json.dumps(k[:64]) for k in sorted(exc.extra_fields))
+        return DecodeError(f"unknown field {keys}", path=path or None)
     if isinstance(exc, (ClassValidationError, IterableValidationError)):
         for sub in exc.exceptions:
-            note = _field_note(sub)
-            return _describe(sub, path + note)
+            if isinstance(sub, KeyError):
+                return _describe(sub, path)
+            return _describe(sub, path + _field_note(sub))
     if isinstance(exc, KeyError):
-        return DecodeError(f"required field {json.dumps(exc.args[0])} is missing", path=path)
-    return DecodeError(f"invalid value ({type(exc).__name__})", path=path)
+        return DecodeError(
+            f"required field {json.dumps(exc.args[0])} is missing", path=path or None
+        )
+    return DecodeError(f"invalid value ({type(exc).__name__})", path=path or None)
 
 
 def _field_note(exc: BaseException) -> str:

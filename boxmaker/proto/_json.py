@@ -8,6 +8,7 @@ than 64, and any top-level value that is not an object.  No I/O here.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from ._errors import DecodeError
@@ -30,9 +31,17 @@ def _pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise DecodeError("a number too large for a 64-bit float")
+    return value
+
+
 _decoder = json.JSONDecoder(
     object_pairs_hook=_pairs_hook,
     parse_constant=_no_constant,
+    parse_float=_parse_float,
     strict=True,
 )
 
@@ -89,6 +98,9 @@ def loads_value(data: bytes | str) -> JSONValue:
         raise DecodeError(f"nesting deeper than {MAX_DEPTH}") from None
     except json.JSONDecodeError as exc:
         raise DecodeError(f"not JSON: {exc.msg} at character {exc.pos}") from None
+    except ValueError:
+        # int() refuses integers of more than sys.get_int_max_str_digits() digits
+        raise DecodeError("an integer with too many digits") from None
     _check_strings_and_depth(value)
     return value
 

@@ -1,0 +1,301 @@
+"""loop.sock messages (02-wire): bxctl -> loopd, and the frames of a turn.
+
+A ``say`` is answered by a stream of ``event`` frames and one ``done`` or
+``error``; ``status``, ``history`` and ``conversations`` by one frame.  Pure.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+import attrs
+
+from ._convert import U64, InvalidValue, JsonObject, register_tagged_union
+from ._taint import Label
+from ._wire import (
+    DenialCode,
+    ErrorAnswer,
+    check_name,
+    check_runbook,
+    check_ts,
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+    tag_of,
+    tag_table,
+)
+from ._wire_broker import ResultStatus
+
+MAX_SAY_BYTES: Final = 64 * 1024
+
+# --- requests -------------------------------------------------------------------
+
+
+def _check_say_text(_: object, attribute: attrs.Attribute[Any], value: str) -> None:
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if not 1 <= size <= MAX_SAY_BYTES:
+        raise InvalidValue(f"{attribute.name} must be 1 to {MAX_SAY_BYTES} bytes of UTF-8")
+
+
+@attrs.frozen(kw_only=True)
+class SayRequest:
+    """The owner says `text` in `conversation` (also the brokerd session id)."""
+
+    conversation: str = attrs.field(validator=check_name)
+    text: str = attrs.field(validator=_check_say_text)
+
+
+@attrs.frozen(kw_only=True)
+class LoopStatusRequest:
+    """``{"status": {}}``."""
+
+
+@attrs.frozen(kw_only=True)
+class HistoryRequest:
+    conversation: str = attrs.field(validator=check_name)
+
+
+@attrs.frozen(kw_only=True)
+class ConversationsRequest:
+    """``{"conversations": {}}``."""
+
+
+LoopRequestBody = SayRequest | LoopStatusRequest | HistoryRequest | ConversationsRequest
+
+
+@attrs.frozen(kw_only=True)
+class LoopRequest:
+    """A decoded loop.sock request frame."""
+
+    id: U64
+    body: LoopRequestBody
+
+
+# --- events of a turn -----------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class TextEvent:
+    """One text delta, as received from the model."""
+
+    delta: str
+
+
+@attrs.frozen(kw_only=True)
+class ToolCallEvent:
+    """The model asked for a tool; `args` None (and `raw_args` its text) if not an object."""
+
+    call_id: str
+    tool: str
+    args: JsonObject | None
+    raw_args: str | None
+
+    def __attrs_post_init__(self) -> None:
+        if (self.args is None) == (self.raw_args is None):
+            raise InvalidValue("exactly one of args and raw_args is null")
+
+
+@attrs.frozen(kw_only=True)
+class ApprovalPendingEvent:
+    call_id: str
+    approval_id: U64
+    tool: str
+    expires_at: str = attrs.field(validator=check_ts)
+
+
+ToolDeniedCode = Literal[
+    DenialCode, "runner_unavailable", "audit_unavailable", "broker_unavailable"
+]
+
+
+@attrs.frozen(kw_only=True)
+class ToolDeniedEvent:
+    call_id: str
+    tool: str
+    code: ToolDeniedCode
+    reason: str
+    runbook: str | None = attrs.field(validator=check_runbook)
+
+
+@attrs.frozen(kw_only=True)
+class ToolResultEvent:
+    call_id: str
+    tool: str
+    status: ResultStatus
+    bytes: U64
+    label: Label
+    untrusted: bool
+
+
+Event = TextEvent | ToolCallEvent | ApprovalPendingEvent | ToolDeniedEvent | ToolResultEvent
+EVENT_TAGS: Final[dict[str, type]] = {
+    "text": TextEvent,
+    "tool_call": ToolCallEvent,
+    "approval_pending": ApprovalPendingEvent,
+    "tool_denied": ToolDeniedEvent,
+    "tool_result": ToolResultEvent,
+}
+register_tagged_union(Event, EVENT_TAGS)
+
+# --- final and single answers ----------------------------------------------------
+
+Finish = Literal["stop", "length", "max_rounds"]
+
+
+@attrs.frozen(kw_only=True)
+class Usage:
+    prompt_tokens: U64
+    completion_tokens: U64
+
+
+@attrs.frozen(kw_only=True)
+class Done:
+    """The turn ended normally; `usage` summed over its rounds."""
+
+    finish: Finish
+    rounds: U64
+    usage: Usage
+
+
+@attrs.frozen(kw_only=True)
+class InferenceStatus:
+    ok: bool
+    model: str
+    n_ctx_per_slot: U64
+    slots: U64
+    slot: U64
+    reason: str | None
+
+
+@attrs.frozen(kw_only=True)
+class BrokerLinkStatus:
+    ok: bool
+    reason: str | None
+
+
+@attrs.frozen(kw_only=True)
+class LoopStatus:
+    version: str
+    busy: bool
+    inference: InferenceStatus
+    broker: BrokerLinkStatus
+
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+@attrs.frozen(kw_only=True)
+class FunctionCall:
+    """OpenAI's ``function`` of a tool call; `arguments` is the model's text."""
+
+    name: str
+    arguments: str
+
+
+@attrs.frozen(kw_only=True)
+class MessageToolCall:
+    """One entry of an assistant message's ``tool_calls`` (OpenAI shape)."""
+
+    id: str
+    type: Literal["function"]
+    function: FunctionCall
+
+
+@attrs.frozen(kw_only=True)
+class HistoryMessage:
+    """A chat message in OpenAI's shape, every field present (docs/decisions.md).
+
+    system/user: `content` a string, the rest null.  assistant: `content` or
+    `tool_calls` (a non-empty list) or both, `tool_call_id` null.  tool:
+    `content` a string and `tool_call_id` the call it answers.
+    """
+
+    role: Role
+    content: str | None
+    tool_calls: list[MessageToolCall] | None
+    tool_call_id: str | None
+
+    def __attrs_post_init__(self) -> None:
+        if self.role != "assistant" and self.tool_calls is not None:
+            raise InvalidValue(f"tool_calls must be null in a {self.role} message")
+        if (self.role == "tool") != (self.tool_call_id is not None):
+            raise InvalidValue("tool_call_id is set in tool messages and only there")
+        if self.role == "assistant":
+            if self.tool_calls is not None and not self.tool_calls:
+                raise InvalidValue("tool_calls is null or a non-empty list")
+            if self.content is None and self.tool_calls is None:
+                raise InvalidValue("an assistant message has content or tool_calls")
+        elif self.content is None:
+            raise InvalidValue(f"content must be a string in a {self.role} message")
+
+
+@attrs.frozen(kw_only=True)
+class History:
+    messages: list[HistoryMessage]
+
+
+@attrs.frozen(kw_only=True)
+class ConversationSummary:
+    name: str = attrs.field(validator=check_name)
+    messages: U64
+    updated_at: str = attrs.field(validator=check_ts)
+
+
+@attrs.frozen(kw_only=True)
+class Conversations:
+    items: list[ConversationSummary]
+
+
+LoopFrame = (
+    TextEvent
+    | ToolCallEvent
+    | ApprovalPendingEvent
+    | ToolDeniedEvent
+    | ToolResultEvent
+    | Done
+    | ErrorAnswer
+    | LoopStatus
+    | History
+    | Conversations
+)
+
+LOOP_REQUEST_TAGS: Final[dict[str, Any]] = {
+    "say": SayRequest,
+    "status": LoopStatusRequest,
+    "history": HistoryRequest,
+    "conversations": ConversationsRequest,
+}
+LOOP_FRAME_TAGS: Final[dict[str, Any]] = {
+    "event": Event,
+    "done": Done,
+    "error": ErrorAnswer,
+    "status": LoopStatus,
+    "history": History,
+    "conversations": Conversations,
+}
+_REQUEST_BY_CLASS = tag_table(LOOP_REQUEST_TAGS)
+_FRAME_BY_CLASS = tag_table(LOOP_FRAME_TAGS)
+
+
+def decode_loop_request(body: bytes | str) -> LoopRequest:
+    """A loop.sock request frame body -> LoopRequest (DecodeError/BadVersion)."""
+    request_id, _tag, message = decode_request(body, LOOP_REQUEST_TAGS)
+    return LoopRequest(id=U64(request_id), body=message)
+
+
+def encode_loop_request(request: LoopRequest) -> bytes:
+    tag, cls = tag_of(_REQUEST_BY_CLASS, request.body)
+    return encode_request(request.id, tag, request.body, cls)
+
+
+def encode_loop_frame(id: int | None, frame: LoopFrame) -> bytes:
+    """One frame body; an event class is wrapped as ``{"event": {<kind>: ...}}``."""
+    tag, cls = tag_of(_FRAME_BY_CLASS, frame)
+    return encode_response(id, tag, frame, cls)
+
+
+def decode_loop_frame(body: bytes | str) -> tuple[int | None, LoopFrame]:
+    """A frame body -> (id, frame); an event comes back as its event class."""
+    frame_id, _tag, frame = decode_response(body, LOOP_FRAME_TAGS)
+    return frame_id, frame
