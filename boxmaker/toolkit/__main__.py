@@ -1,0 +1,82 @@
+"""`python3 -m boxmaker.toolkit TOOL`: one tool, one answer (08-runner)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from ._answer import encode_answer, error
+from ._errors import ToolError
+from ._tools import list_dir, read_file, write_file
+
+TOOLS = ("read_file", "list_dir", "write_file", "http_fetch")
+# The request on stdin: arguments (write_file content is at most 1 MiB, which
+# JSON escaping can grow sixfold) plus a little.
+MAX_REQUEST_BYTES = 8 * 1024 * 1024
+DEFAULT_OUTPUT_MAX_BYTES = 2 * 1024 * 1024
+
+
+def _parse_request(raw: bytes) -> tuple[dict[str, Any], int, str | None]:
+    if len(raw) > MAX_REQUEST_BYTES:
+        raise ToolError("bad_request", "the request is too large")
+    try:
+        request = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ToolError("bad_request", "the request is not a JSON object") from exc
+    if not isinstance(request, dict) or set(request) - {"args", "limits", "egress"}:
+        raise ToolError("bad_request", "the request must be {args, limits, egress}")
+    args = request.get("args")
+    if not isinstance(args, dict):
+        raise ToolError("bad_request", "args must be an object")
+    limits = request.get("limits", {})
+    if not isinstance(limits, dict) or set(limits) - {"output_max_bytes"}:
+        raise ToolError("bad_request", "limits must be {output_max_bytes}")
+    cap = limits.get("output_max_bytes", DEFAULT_OUTPUT_MAX_BYTES)
+    if not isinstance(cap, int) or isinstance(cap, bool) or cap < 64:
+        raise ToolError("bad_request", "limits.output_max_bytes must be an integer >= 64")
+    egress = request.get("egress")
+    sock: str | None = None
+    if egress is not None:
+        sock = egress.get("socket") if isinstance(egress, dict) else None
+        if not isinstance(sock, str):
+            raise ToolError("bad_request", "egress.socket must be a string")
+    return args, cap, sock
+
+
+def run(tool: str, raw_request: bytes) -> bytes:
+    """The answer (encoded) to one request; never raises a ToolError."""
+    cap = DEFAULT_OUTPUT_MAX_BYTES
+    try:
+        args, cap, egress_socket = _parse_request(raw_request)
+        if tool == "read_file":
+            return read_file(args, cap)
+        if tool == "list_dir":
+            return list_dir(args, cap)
+        if tool == "write_file":
+            return write_file(args, cap)
+        if tool == "http_fetch":
+            # Imported here: ssl and h11 cost start-up time the file tools do not need.
+            from ._fetch import http_fetch
+
+            return http_fetch(args, cap, egress_socket)
+        raise ToolError("unknown_tool", "no such tool")
+    except ToolError as exc:
+        answer = encode_answer(error(exc.code, exc.message))
+        if len(answer) > cap:
+            answer = encode_answer(error(exc.code, ""))
+        return answer
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1 or argv[0] not in TOOLS:
+        sys.stderr.write(f"usage: python3 -m boxmaker.toolkit {{{'|'.join(TOOLS)}}}\n")
+        return 2
+    raw = sys.stdin.buffer.read(MAX_REQUEST_BYTES + 1)
+    sys.stdout.buffer.write(run(argv[0], raw))
+    sys.stdout.buffer.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
