@@ -1,0 +1,529 @@
+"""Audit records (04-audit): one frozen class per event, and their line form.
+
+A record line is ASCII-only JSON with compact separators and the keys ``seq``,
+``ts``, ``prev`` and exactly one event key, in that order; the arguments of a
+``call`` are in canonical form (keys sorted at every depth).  There is exactly
+one way to write a record: `parse_record` accepts a line only when it is the
+very text `encode_record` would produce for the record it holds, so a line
+with spaces, duplicate keys, escapes written differently or fields in
+another order is refused.  Pure: no I/O.
+
+`parse_record` raises `RecordJsonError` (the line is not strict JSON) or
+`RecordSchemaError` (JSON, but not a valid record); both are `DecodeError`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import attrs
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+
+from ._convert import (
+    U64,
+    U64_MAX,
+    JsonObject,
+    converter,
+    register_structure_hook,
+    register_tagged_union,
+    register_unstructure_hook,
+    structure,
+)
+from ._errors import DecodeError
+from ._fastcheck import Mismatch, compile_checkers
+from ._json import MAX_DEPTH, canonical, loads_object, type_word
+from ._taint import Label, Taint
+
+GENESIS_PREV = "0" * 64
+"""The `prev` of record 0."""
+
+DAY_FILE_SUFFIX = ".jsonl"
+
+DenialCode = Literal[
+    "unknown_tool",
+    "bad_args",
+    "protected",
+    "no_grant",
+    "denied_by_grant",
+    "taint",
+    "grants_invalid",
+    "refused",
+    "expired",
+    "changed",
+    "unsafe_target",
+]
+
+FailureKind = Literal[
+    "missing_newline",
+    "bad_json",
+    "bad_record",
+    "seq_gap",
+    "hash_mismatch",
+    "bad_reference",
+    "bad_recovery",
+    "bad_break",
+]
+"""Kinds of chain failure that a `break` record can name (04-audit "Verifier")."""
+
+Verdict = Literal["approved", "refused", "expired", "requester_gone"]
+ResultStatus = Literal["ok", "tool_failed", "timeout", "runner_unavailable", "unsafe_target"]
+
+
+class RecordJsonError(DecodeError):
+    """The line is not strict JSON (the verifier's `bad_json`)."""
+
+
+class RecordSchemaError(DecodeError):
+    """The line is JSON but not a record (the verifier's `bad_record`)."""
+
+
+# --------------------------------------------------------------------------
+# Event payloads
+
+
+@attrs.frozen(kw_only=True)
+class GrantsSummary:
+    ok: bool
+    count: U64
+    digest: str
+
+
+@attrs.frozen(kw_only=True)
+class Start:
+    """brokerd begins serving."""
+
+    version: str
+    pid: U64
+    grants: GrantsSummary
+
+
+@attrs.frozen(kw_only=True)
+class Stop:
+    """Clean shutdown."""
+
+    reason: str
+
+
+@attrs.frozen(kw_only=True)
+class GrantsChanged:
+    """The grant set changed (event key ``grants``)."""
+
+    ok: bool
+    count: U64
+    digest: str
+    problem_count: U64
+
+
+@attrs.frozen(kw_only=True)
+class Peer:
+    uid: U64
+    pid: U64
+
+
+@attrs.frozen(kw_only=True)
+class Call:
+    """A request arrived; the record's `seq` is the call id."""
+
+    session: str
+    tool: str
+    args: JsonObject
+    peer: Peer
+
+
+@attrs.frozen(kw_only=True)
+class OutcomeAllowed:
+    """``{"allowed": {}}``"""
+
+
+@attrs.frozen(kw_only=True)
+class OutcomeAsk:
+    """``{"ask": {"approval_id", "expires_at"}}``"""
+
+    approval_id: U64
+    expires_at: str
+
+
+@attrs.frozen(kw_only=True)
+class OutcomeDenied:
+    """``{"denied": {"code", "reason"}}``"""
+
+    code: DenialCode
+    reason: str
+
+
+DecisionOutcome = OutcomeAllowed | OutcomeAsk | OutcomeDenied
+RedecisionOutcome = OutcomeAllowed | OutcomeDenied
+register_tagged_union(
+    DecisionOutcome, {"allowed": OutcomeAllowed, "ask": OutcomeAsk, "denied": OutcomeDenied}
+)
+register_tagged_union(RedecisionOutcome, {"allowed": OutcomeAllowed, "denied": OutcomeDenied})
+
+
+@attrs.frozen(kw_only=True)
+class DecisionRecord:
+    """The decision, before anyone is answered (event key ``decision``)."""
+
+    call: U64
+    outcome: DecisionOutcome
+    grant: str | None
+    state: Taint
+    grants_digest: str
+
+
+@attrs.frozen(kw_only=True)
+class Redecision:
+    outcome: RedecisionOutcome
+    grant: str | None
+    state: Taint
+
+
+@attrs.frozen(kw_only=True)
+class ApprovalRecord:
+    """The owner answered, the approval expired, or loopd went away."""
+
+    call: U64
+    approval_id: U64
+    verdict: Verdict
+    by: U64 | None
+    reason: str | None
+    redecision: Redecision | None
+
+
+@attrs.frozen(kw_only=True)
+class OutputDigest:
+    sha256: str
+    bytes: U64
+
+
+@attrs.frozen(kw_only=True)
+class ResultRecord:
+    """After the tool ran (or could not), before loopd is answered."""
+
+    call: U64
+    status: ResultStatus
+    label: Label
+    untrusted: bool
+    state: Taint
+    output: OutputDigest | None
+
+
+@attrs.frozen(kw_only=True)
+class Declassify:
+    """The owner lowered a session's taint.  `from_` is written as ``from``."""
+
+    session: str
+    from_: Taint
+    to: Taint
+    by: U64
+    reason: str
+
+
+@attrs.frozen(kw_only=True)
+class Recovery:
+    """At start, a torn last line was closed off; this describes that line."""
+
+    file: str
+    line: U64
+    bytes: U64
+    sha256: str
+
+
+@attrs.frozen(kw_only=True)
+class BreakFirst:
+    file: str
+    line: U64
+    kind: FailureKind
+
+
+@attrs.frozen(kw_only=True)
+class Break:
+    """``brokerd serve --accept-break``: the owner accepted the failures before it."""
+
+    first: BreakFirst
+    failures: U64
+    by: U64
+
+
+Event = (
+    Start
+    | Stop
+    | GrantsChanged
+    | Call
+    | DecisionRecord
+    | ApprovalRecord
+    | ResultRecord
+    | Declassify
+    | Recovery
+    | Break
+)
+
+EVENT_TYPES: dict[str, type[Any]] = {
+    "start": Start,
+    "stop": Stop,
+    "grants": GrantsChanged,
+    "call": Call,
+    "decision": DecisionRecord,
+    "approval": ApprovalRecord,
+    "result": ResultRecord,
+    "declassify": Declassify,
+    "recovery": Recovery,
+    "break": Break,
+}
+_KEY_OF_TYPE: dict[type[Any], str] = {cls: key for key, cls in EVENT_TYPES.items()}
+
+
+def event_key(event: Event) -> str:
+    """The JSON key of an event: ``"start"``, ``"call"``, ..."""
+    return _KEY_OF_TYPE[type(event)]
+
+
+@attrs.frozen(kw_only=True)
+class Record:
+    """One line of the log."""
+
+    seq: int
+    ts: str
+    prev: str
+    event: Event
+
+
+# `from` is a Python keyword: Declassify's field is `from_`, its key "from".
+def _register_declassify() -> None:
+    inner = make_dict_structure_fn(
+        Declassify, converter, _cattrs_forbid_extra_keys=True, from_=override(rename="from")
+    )
+
+    def structure_declassify(value: Any, _: Any) -> Declassify:
+        if type(value) is not dict:
+            raise DecodeError(f"expected an object, found {type_word(value)}")
+        return inner(value, Declassify)
+
+    register_structure_hook(Declassify, structure_declassify)
+    register_unstructure_hook(
+        Declassify, make_dict_unstructure_fn(Declassify, converter, from_=override(rename="from"))
+    )
+
+
+_register_declassify()
+
+
+# --------------------------------------------------------------------------
+# Time stamps and day files
+
+_TS = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z")
+_DAY_FILE = re.compile(r"[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])\.jsonl")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_SESSION = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
+
+
+def format_ts(moment: datetime) -> str:
+    """``YYYY-MM-DDTHH:MM:SS.ffffffZ`` in UTC.  A naive datetime is our bug."""
+    if moment.tzinfo is None:
+        raise ValueError("format_ts needs an aware datetime")
+    u = moment.astimezone(UTC)
+    return (
+        f"{u.year:04d}-{u.month:02d}-{u.day:02d}T"
+        f"{u.hour:02d}:{u.minute:02d}:{u.second:02d}.{u.microsecond:06d}Z"
+    )
+
+
+def is_valid_ts(text: str) -> bool:
+    """True for ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` naming a real moment."""
+    if _TS.fullmatch(text) is None:
+        return False
+    try:
+        datetime.fromisoformat(text[:-1])
+    except ValueError:
+        return False
+    return True
+
+
+def day_file_name(moment: datetime) -> str:
+    """``YYYY-MM-DD.jsonl`` of the UTC day of `moment`."""
+    if moment.tzinfo is None:
+        raise ValueError("day_file_name needs an aware datetime")
+    u = moment.astimezone(UTC)
+    return f"{u.year:04d}-{u.month:02d}-{u.day:02d}{DAY_FILE_SUFFIX}"
+
+
+def is_day_file_name(name: str) -> bool:
+    """A day file: ``YYYY-MM-DD.jsonl`` with month 01..12 and day 01..31."""
+    return _DAY_FILE.fullmatch(name) is not None
+
+
+def is_hex64(text: str) -> bool:
+    """64 lowercase hex digits (a SHA-256)."""
+    return _HEX64.fullmatch(text) is not None
+
+
+# --------------------------------------------------------------------------
+# Lines
+
+
+def line_hash(line: bytes) -> str:
+    """SHA-256 (lowercase hex) of a record line; a trailing ``\\n`` is left out."""
+    if line.endswith(b"\n"):
+        line = line[:-1]
+    return hashlib.sha256(line).hexdigest()
+
+
+_dump_line = json.JSONEncoder(
+    ensure_ascii=True, separators=(",", ":"), allow_nan=False, check_circular=False
+).encode
+_dump_sorted = json.JSONEncoder(
+    ensure_ascii=True, separators=(",", ":"), allow_nan=False, check_circular=False,
+    sort_keys=True,
+).encode
+_fast_loads = json.JSONDecoder().decode
+
+
+def record_to_json(record: Record) -> dict[str, Any]:
+    """The JSON value of a record, keys in line order, args canonical."""
+    event = record.event
+    cls = type(event)
+    payload = converter.unstructure(event, cls)
+    if cls is Call:
+        payload["args"] = canonical(payload["args"])
+    return {"seq": record.seq, "ts": record.ts, "prev": record.prev, _KEY_OF_TYPE[cls]: payload}
+
+
+def encode_record(record: Record) -> bytes:
+    """The record's line, without the trailing ``\\n``."""
+    return _dump_line(record_to_json(record)).encode("ascii")
+
+
+def _load_line(line: bytes) -> Any:
+    """Step 1 of parsing: strict JSON, and the one way of writing it."""
+    # Fast path: an ASCII line with no \ud escape (lone surrogates) and few
+    # brackets (depth) needs only the C decoder; anything else takes the
+    # strict loader, which says precisely what is wrong.
+    fast = (
+        line.isascii()
+        and b"\\ud" not in line
+        and b"\\uD" not in line
+        and line.count(b"{") + line.count(b"[") <= MAX_DEPTH
+    )
+    if fast:
+        try:
+            value = _fast_loads(line.decode("ascii"))
+        except json.JSONDecodeError as exc:
+            raise RecordJsonError(f"not JSON: {exc.msg} at character {exc.pos}") from None
+    else:
+        try:
+            value = loads_object(line)
+        except DecodeError as exc:
+            raise RecordJsonError(exc.message) from None
+    if not line.isascii():
+        raise RecordSchemaError("the line holds bytes that are not ASCII")
+    try:
+        text = _dump_line(value)
+    except ValueError:
+        raise RecordJsonError("NaN or Infinity is not allowed") from None
+    if text.encode("ascii") != line:
+        # Either JSON written differently (spaces, escapes, number forms) or
+        # a duplicate key that the decoder folded away.
+        if not fast:
+            raise RecordSchemaError("the record is not written in its one compact form")
+        try:
+            loads_object(line)
+        except DecodeError as exc:
+            raise RecordJsonError(exc.message) from None
+        raise RecordSchemaError("the record is not written in its one compact form")
+    return value
+
+
+def parse_record(line: bytes) -> Record:
+    """A line (with or without its ``\\n``) -> `Record`, strictly.
+
+    Raises `RecordJsonError` or `RecordSchemaError`.
+    """
+    if line.endswith(b"\n"):
+        line = line[:-1]
+    value = _load_line(line)
+    # Step 2: the top-level shape: seq, ts, prev, one event key, in order.
+    if type(value) is not dict:
+        raise RecordSchemaError(f"expected an object, found {type_word(value)}")
+    keys = list(value)
+    if len(keys) != 4 or keys[0] != "seq" or keys[1] != "ts" or keys[2] != "prev":
+        shown = ", ".join(json.dumps(k) for k in keys)
+        raise RecordSchemaError(
+            f'expected the keys "seq", "ts", "prev" and one event key, in that order; '
+            f"found {shown}"
+        )
+    key = keys[3]
+    cls = EVENT_TYPES.get(key)
+    if cls is None:
+        raise RecordSchemaError(f"unknown event {json.dumps(key)}", path="$")
+    seq = value["seq"]
+    if type(seq) is not int or not 0 <= seq <= U64_MAX:
+        raise RecordSchemaError(
+            f"seq: expected an unsigned 64-bit integer, found {type_word(seq)}", path="$.seq"
+        )
+    ts = value["ts"]
+    if type(ts) is not str or not is_valid_ts(ts):
+        raise RecordSchemaError("expected a time YYYY-MM-DDTHH:MM:SS.ffffffZ", path="$.ts")
+    prev = value["prev"]
+    if type(prev) is not str or _HEX64.fullmatch(prev) is None:
+        raise RecordSchemaError("expected 64 lowercase hex digits", path="$.prev")
+    # Step 3: the event, through the strict converter, then its own rules.
+    # The compiled checker is a faster twin of the converter for valid
+    # records; whatever it does not accept goes to the converter, which is
+    # the authority and says what is wrong.
+    payload = value[key]
+    try:
+        event = _FAST_EVENT[key](payload)
+    except (Mismatch, KeyError):
+        try:
+            event = structure(payload, cls)
+        except DecodeError as exc:
+            path = f"$.{key}" + (exc.path[1:] if exc.path else "")
+            raise RecordSchemaError(exc.message, path=path) from None
+    _check_event(key, event)
+    return Record(seq=seq, ts=ts, prev=prev, event=event)
+
+
+def _check_event(key: str, event: Any) -> None:
+    """Rules of single fields that the types alone do not say."""
+    problem: tuple[str, str] | None = None
+    if key == "call":
+        args = event.args
+        if _SESSION.fullmatch(event.session) is None:
+            problem = ("session", "expected a session name [a-z0-9][a-z0-9-]{0,63}")
+        elif len(event.tool) > 1024:
+            problem = ("tool", "a tool name has at most 1024 characters")
+        elif _dump_sorted(args) != _dump_line(args):
+            problem = ("args", "the arguments are not in canonical form (keys sorted)")
+    elif key == "decision":
+        outcome = event.outcome
+        if type(outcome) is OutcomeAsk and not is_valid_ts(outcome.expires_at):
+            problem = ("outcome.ask.expires_at", "expected a time YYYY-MM-DDTHH:MM:SS.ffffffZ")
+    elif key == "approval":
+        if (event.verdict == "approved") != (event.redecision is not None):
+            problem = ("redecision", "a redecision is present exactly when the verdict is approved")
+    elif key == "result":
+        output = event.output
+        if output is not None and _HEX64.fullmatch(output.sha256) is None:
+            problem = ("output.sha256", "expected 64 lowercase hex digits")
+    elif key == "declassify":
+        if _SESSION.fullmatch(event.session) is None:
+            problem = ("session", "expected a session name [a-z0-9][a-z0-9-]{0,63}")
+    elif key == "recovery" and _HEX64.fullmatch(event.sha256) is None:
+        problem = ("sha256", "expected 64 lowercase hex digits")
+    if problem is not None:
+        raise RecordSchemaError(problem[1], path=f"$.{key}.{problem[0]}")
+
+
+# The compiled checker (a faster twin of the converter; see _fastcheck).
+_FAST_EVENT: dict[str, Callable[[Any], Any]] = compile_checkers(
+    EVENT_TYPES,
+    tagged={
+        DecisionOutcome: {"allowed": OutcomeAllowed, "ask": OutcomeAsk, "denied": OutcomeDenied},
+        RedecisionOutcome: {"allowed": OutcomeAllowed, "denied": OutcomeDenied},
+    },
+    json_names={(Declassify, "from_"): "from"},
+)
