@@ -1,0 +1,197 @@
+"""`Decision` and `Ask`: built only by `decide`/`redecide` (01-architecture).
+
+Both constructors check a private construction token held in a context
+variable that only this package sets while it builds one, so a handler
+elsewhere cannot make up its own "allowed": calling `Decision(...)` or
+`attrs.evolve(decision, ...)` outside the policy raises TypeError.  (A guard
+against mistakes, not against hostile code: Python cannot stop
+`object.__new__`.)
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from os import PathLike, fsdecode
+from typing import Any, Final, Literal, Protocol, TypeVar
+
+import attrs
+
+from ..proto._args import ParsedArgs
+from ..proto._convert import register_tagged_union
+from ..proto._taint import Label, Taint
+
+DenialCode = Literal[
+    "unknown_tool",
+    "bad_args",
+    "protected",
+    "no_grant",
+    "denied_by_grant",
+    "taint",
+    "grants_invalid",
+    "changed",
+]
+
+GRANTS_INVALID_RUNBOOK: Final = "docs/runbook.md#grants-invalid"
+
+
+@attrs.frozen(kw_only=True)
+class Allowed:
+    """`{"allowed": {}}`."""
+
+
+@attrs.frozen(kw_only=True)
+class Denied:
+    """`{"denied": {"code", "reason"}}`."""
+
+    code: DenialCode
+    reason: str
+
+
+Outcome = Allowed | Denied
+register_tagged_union(Outcome, {"allowed": Allowed, "denied": Denied})
+
+
+class CallLike(Protocol):
+    """What `decide` reads of a call: any tool name, any JSON object of arguments."""
+
+    @property
+    def tool(self) -> str: ...
+
+    @property
+    def args(self) -> Mapping[str, Any]: ...
+
+
+@attrs.frozen(kw_only=True)
+class ToolCall:
+    """A call to decide (bxctl explain and tests; brokerd passes its wire `call`)."""
+
+    tool: str
+    args: dict[str, Any]
+
+
+def _normalise_protected(path: str | PathLike[str]) -> str:
+    text = fsdecode(path)
+    if not text.startswith("/"):
+        raise ValueError(f"a protected path must be absolute: {text!r}")
+    norm = posixpath.normpath(text)
+    while norm.startswith("//"):
+        norm = norm[1:]
+    return norm
+
+
+@attrs.frozen(kw_only=True)
+class ProtectedPaths:
+    """boxmaker's own paths (D2b), lexically normalised, no request may touch them."""
+
+    paths: tuple[str, ...]
+
+    @classmethod
+    def of(cls, paths: Iterable[str | PathLike[str]]) -> ProtectedPaths:
+        normalised = {_normalise_protected(p) for p in paths}
+        return cls(paths=tuple(sorted(normalised)))
+
+    def covering(self, path: str) -> str | None:
+        """The protected path that `path` equals or lies below, or None."""
+        for base in self.paths:
+            if base in ("/", path) or path.startswith(base + "/"):
+                return base
+        return None
+
+
+NO_PROTECTED_PATHS: Final = ProtectedPaths(paths=())
+
+_TOKEN: Final = object()
+_builder: ContextVar[object] = ContextVar("boxmaker_policy_builder", default=None)
+
+T = TypeVar("T")
+
+
+@contextmanager
+def _building() -> Iterator[None]:
+    reset = _builder.set(_TOKEN)
+    try:
+        yield
+    finally:
+        _builder.reset(reset)
+
+
+def _guard(name: str) -> None:
+    if _builder.get() is not _TOKEN:
+        raise TypeError(f"a {name} is built only by boxmaker.policy.decide/redecide")
+
+
+@attrs.frozen(kw_only=True)
+class Decision:
+    """The final word on a call: allowed, or denied with a code and a reason."""
+
+    tool: str
+    args: ParsedArgs | None
+    """The strictly parsed arguments (None when D1 or D2 refused them)."""
+    outcome: Outcome
+    reason: str
+    """Why, for a person (also for an allowed call: explain prints it)."""
+    grant: str | None
+    """The winning grant's id, or None."""
+    grant_entry: str | None
+    """The winner's most specific matching entry: its path, or host pattern as written."""
+    private_network: bool
+    label: Label | None
+    untrusted: bool | None
+    """D8's result taint; None when no non-deny grant applies."""
+    state: Taint
+    """The taint the call was decided at."""
+    matched: tuple[str, ...]
+    applicable: tuple[str, ...]
+    grants_digest: str
+
+    def __attrs_post_init__(self) -> None:
+        _guard("Decision")
+
+    @property
+    def allowed(self) -> bool:
+        return isinstance(self.outcome, Allowed)
+
+    @property
+    def code(self) -> DenialCode | None:
+        return self.outcome.code if isinstance(self.outcome, Denied) else None
+
+    @property
+    def runbook(self) -> str | None:
+        """The runbook pointer of the denial (02-wire): only `grants_invalid` has one."""
+        if self.code == "grants_invalid":
+            return GRANTS_INVALID_RUNBOOK
+        return None
+
+
+@attrs.frozen(kw_only=True)
+class Ask:
+    """A call that waits for the owner; it becomes a Decision only through `redecide`."""
+
+    tool: str
+    raw_args: Mapping[str, Any]
+    """The call's arguments as received, for the re-decision."""
+    args: ParsedArgs
+    reason: str
+    grant: str
+    grant_entry: str | None
+    private_network: bool
+    label: Label | None
+    untrusted: bool | None
+    state: Taint
+    matched: tuple[str, ...]
+    applicable: tuple[str, ...]
+    grants_digest: str
+    protected: ProtectedPaths
+    """The protected paths it was decided with (to say what changed)."""
+
+    def __attrs_post_init__(self) -> None:
+        _guard("Ask")
+
+
+def _build(cls: type[T], **fields: Any) -> T:
+    """Construct a Decision or an Ask (this package only)."""
+    with _building():
+        return cls(**fields)

@@ -1,0 +1,98 @@
+"""What `bxctl grants explain` and `bxctl grants check` print (pure).
+
+Every text line is escaped (07-bxctl): grant ids are of a safe grammar, but
+paths, URLs, file names and messages come from files or the model.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..proto._escape import escape_line
+from ._decision import Ask, Decision
+from ._model import GrantSet, GrantsReport
+
+
+def explain_document(result: Decision | Ask) -> dict[str, Any]:
+    """The `--json` shape of 07-bxctl."""
+    if isinstance(result, Ask):
+        outcome, code = "ask", None
+    elif result.allowed:
+        outcome, code = "allowed", None
+    else:
+        outcome, code = "denied", result.code
+    return {
+        "outcome": outcome,
+        "code": code,
+        "reason": result.reason,
+        "grant": result.grant,
+        "label": result.label,
+        "untrusted": result.untrusted,
+        "matched": list(result.matched),
+        "applicable": list(result.applicable),
+    }
+
+
+def _grant_summary(grants: GrantSet | None, grant_id: str) -> str:
+    grant = grants.get(grant_id) if grants is not None else None
+    if grant is None:
+        return grant_id
+    if grant.mode == "deny":
+        return f"{grant_id} (deny)"
+    modes: str = grant.mode
+    if grant.when_untrusted != grant.mode:
+        modes += f", when_untrusted {grant.when_untrusted}"
+    return f"{grant_id} ({modes}, max_label {grant.max_label})"
+
+
+def explain_lines(result: Decision | Ask, grants: GrantSet | None) -> list[str]:
+    """The plain-text explanation, one escaped line each."""
+    doc = explain_document(result)
+    outcome = doc["outcome"] if doc["code"] is None else f"denied: {doc['code']}"
+    state = result.state
+    grant = "-"
+    if result.grant is not None:
+        grant = _grant_summary(grants, result.grant)
+        if result.grant_entry is not None:
+            grant += f", entry {result.grant_entry}"
+    if result.label is None:
+        taint = "-"
+    else:
+        taint = f"{result.label}, {'untrusted' if result.untrusted else 'trusted'}"
+    matched = ", ".join(_grant_summary(grants, g) for g in result.matched) or "-"
+    applicable = ", ".join(result.applicable) or "-"
+    rows = [
+        ("outcome", outcome),
+        ("reason", result.reason),
+        ("grant", grant),
+        ("session", f"{state.label}, {'untrusted' if state.untrusted else 'trusted'}"),
+        ("result", taint),
+        ("matched", matched),
+        ("applicable", applicable),
+    ]
+    return [f"{name:<11} {escape_line(value)}" for name, value in rows]
+
+
+def report_lines(report: GrantsReport, directory: str) -> list[str]:
+    """`bxctl grants check`: one line per problem, then a summary line."""
+    lines: list[str] = []
+    for problem in report.problems:
+        where = problem.file
+        if problem.index is not None:
+            where += f" grant {problem.index}"
+            if problem.grant is not None:
+                where += f" ({problem.grant})"
+        lines.append(escape_line(f"{problem.rule} {where}: {problem.message}"))
+    place = escape_line(directory)
+    if report.ok:
+        noun = "grant" if report.count == 1 else "grants"
+        lines.append(f"ok: {report.count} {noun} in {place}, digest {report.digest}")
+    else:
+        files = len({p.file for p in report.problems})
+        noun = "problem" if len(report.problems) == 1 else "problems"
+        lines.append(
+            f"not ok: {len(report.problems)} {noun} in {files} "
+            f"file{'s' if files != 1 else ''} of {place}; every call is denied while the set "
+            "is invalid. See docs/runbook.md#grants-invalid"
+        )
+    return lines

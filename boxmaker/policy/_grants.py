@@ -1,0 +1,432 @@
+"""Grant files to a `GrantSet`: rules G1..G9 of 03-policy, every problem reported.
+
+Pure: the files' names and bytes come in (`GrantFile`), a complete valid
+`GrantSet` or an `InvalidGrantSet` with the full problem list comes out.
+Reading the directory is `_load.py`'s job.
+
+Steps, for each file in sorted name order:
+
+1. G1: the bytes are UTF-8 TOML holding only the key `grant`, an array of tables.
+2. For each table, in order: G3 id, G4 tool, G5 mode, G2 fields unknown or not
+   allowed for this tool and mode, G5 words, G2 value types, G6 paths/hosts
+   present and non-empty, G7 paths, G8 host patterns, G9 strictness.
+3. Across files: G3 an id used twice (the message names both places).
+
+Type errors: a non-string `id` is G3, `tool` G4, a word field G5; `paths` or
+`hosts` that is not an array is G6, an entry that is not a string G7/G8;
+any other wrong type (booleans, `note`) is G2.  (docs/decisions.md)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import tomllib
+from collections.abc import Iterable, Mapping
+from typing import Any, Final, cast
+
+import attrs
+
+from ..proto._args import FILE_TOOLS, READ_TOOLS, TOOLS, ToolName
+from ..proto._grammar import host_problem, path_problem, port_problem
+from ..proto._taint import LABELS, Label
+from ._model import (
+    MODES,
+    STRICTNESS,
+    Grant,
+    GrantProblem,
+    GrantSet,
+    GrantsReport,
+    GrantState,
+    HostPattern,
+    InvalidGrantSet,
+    Mode,
+    Rule,
+)
+
+ID_GRAMMAR: Final = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
+
+KNOWN_FIELDS: Final = frozenset(
+    {
+        "id",
+        "tool",
+        "mode",
+        "paths",
+        "hosts",
+        "label",
+        "untrusted",
+        "max_label",
+        "when_untrusted",
+        "note",
+        "http",
+        "private_network",
+    }
+)
+DENY_FIELDS: Final = frozenset({"id", "tool", "mode", "paths", "hosts", "note"})
+READ_ONLY_FIELDS: Final = frozenset({"label", "untrusted"})
+HTTP_ONLY_FIELDS: Final = frozenset({"http", "private_network", "hosts"})
+FILE_ONLY_FIELDS: Final = frozenset({"paths"})
+BOOL_FIELDS: Final = ("untrusted", "http", "private_network")
+
+
+@attrs.frozen(kw_only=True)
+class GrantFile:
+    """One `*.toml` entry of the grants directory, as read."""
+
+    name: str
+    """The file name for reports (non-UTF-8 bytes shown as \\x escapes)."""
+    name_bytes: bytes
+    """The file name's bytes, for the digest and the order."""
+    content: bytes
+    """The bytes read (empty when `error` is set)."""
+    error: str | None = None
+    """Why the file could not be read, or None."""
+
+
+def grant_digest(files: Iterable[GrantFile]) -> str:
+    """SHA-256 over each file in name order: 8-byte name length, name, 8-byte length, content."""
+    digest = hashlib.sha256()
+    for item in sorted(files, key=lambda f: f.name_bytes):
+        digest.update(len(item.name_bytes).to_bytes(8, "big"))
+        digest.update(item.name_bytes)
+        digest.update(len(item.content).to_bytes(8, "big"))
+        digest.update(item.content)
+    return digest.hexdigest()
+
+
+def _q(value: object) -> str:
+    """Quote a value from a grant file for a message (JSON, ASCII, bounded)."""
+    text = json.dumps(value, ensure_ascii=True, default=str)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _type_word(value: object) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a float"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "a table"
+    return "a date or time"
+
+
+class _TableCheck:
+    """Checks one `[[grant]]` table; collects its problems."""
+
+    def __init__(self, file: str, index: int, table: Mapping[str, Any]) -> None:
+        self.file = file
+        self.index = index
+        self.table = table
+        self.problems: list[GrantProblem] = []
+        self.grant_id: str | None = None
+
+    def problem(self, rule: Rule, message: str) -> None:
+        self.problems.append(
+            GrantProblem(
+                file=self.file, index=self.index, grant=self.grant_id, rule=rule, message=message
+            )
+        )
+
+    def check(self) -> Grant | None:
+        table = self.table
+        grant_id = self._check_id()
+        tool = self._check_tool()
+        mode = self._word("mode", MODES, required=True)
+        allowed = self._check_fields(tool, mode)
+        label = self._word("label", LABELS) if "label" in allowed else None
+        max_label = self._word("max_label", LABELS) if "max_label" in allowed else None
+        when_untrusted = (
+            self._word("when_untrusted", MODES) if "when_untrusted" in allowed else None
+        )
+        for name in BOOL_FIELDS:
+            if name in allowed and type(table[name]) is not bool:
+                self.problem("G2", f"{name} must be true or false, not {_type_word(table[name])}")
+        if "note" in allowed and type(table["note"]) is not str:
+            self.problem("G2", f"note must be a string, not {_type_word(table['note'])}")
+        paths = self._check_entries(tool, "paths", allowed)
+        hosts = self._check_entries(tool, "hosts", allowed)
+        path_values = self._check_paths(paths)
+        host_values = self._check_hosts(hosts)
+        if (
+            mode is not None
+            and when_untrusted is not None
+            and (STRICTNESS[when_untrusted] < STRICTNESS[mode])
+        ):
+            self.problem(
+                "G9", f"when_untrusted {_q(when_untrusted)} is less strict than mode {_q(mode)}"
+            )
+        if self.problems or grant_id is None or tool is None or mode is None:
+            return None
+        note = table.get("note")
+        return Grant(
+            id=grant_id,
+            tool=tool,
+            mode=mode,
+            paths=tuple(path_values),
+            hosts=tuple(host_values),
+            label=cast(Label, label or "public"),
+            untrusted=bool(table.get("untrusted", tool == "http_fetch")),
+            max_label=cast(Label, max_label or "public"),
+            when_untrusted="deny" if mode == "deny" else (when_untrusted or mode),
+            http=bool(table.get("http", False)),
+            private_network=bool(table.get("private_network", False)),
+            note=note if isinstance(note, str) else None,
+            file=self.file,
+            index=self.index,
+        )
+
+    def _check_id(self) -> str | None:
+        if "id" not in self.table:
+            self.problem("G3", "id is missing")
+            return None
+        value = self.table["id"]
+        if type(value) is not str:
+            self.problem("G3", f"id must be a string, not {_type_word(value)}")
+            return None
+        if ID_GRAMMAR.fullmatch(value) is None:
+            self.problem("G3", f"id {_q(value)} is not of the grammar [a-z0-9][a-z0-9-]{{0,63}}")
+            return None
+        self.grant_id = value
+        return value
+
+    def _check_tool(self) -> ToolName | None:
+        if "tool" not in self.table:
+            self.problem("G4", "tool is missing")
+            return None
+        value = self.table["tool"]
+        if type(value) is not str or value not in TOOLS:
+            self.problem("G4", f"unknown tool {_q(value)}; tools are {', '.join(TOOLS)}")
+            return None
+        return value
+
+    def _word(self, name: str, words: tuple[str, ...], *, required: bool = False) -> Any:
+        if name not in self.table:
+            if required:
+                self.problem("G5", f"{name} is missing")
+            return None
+        value = self.table[name]
+        if type(value) is not str or value not in words:
+            self.problem("G5", f"{name} {_q(value)} is not one of {', '.join(words)}")
+            return None
+        return value
+
+    def _check_fields(self, tool: str | None, mode: Mode | None) -> set[str]:
+        """G2: report unknown and misplaced fields; return the fields to check further."""
+        allowed: set[str] = set()
+        for name in self.table:
+            if name in ("id", "tool", "mode"):
+                continue
+            if name not in KNOWN_FIELDS:
+                self.problem("G2", f"unknown field {_q(name)}")
+                continue
+            if tool == "echo" and name in ("paths", "hosts"):
+                allowed.add(name)  # G6 says it: echo takes neither
+                continue
+            if tool is not None:
+                if name in HTTP_ONLY_FIELDS and tool != "http_fetch":
+                    self.problem("G2", f"{name} is only for http_fetch grants, not {tool}")
+                    continue
+                if name in FILE_ONLY_FIELDS and tool not in FILE_TOOLS:
+                    self.problem("G2", f"{name} is only for file tools, not {tool}")
+                    continue
+                if name in READ_ONLY_FIELDS and tool not in READ_TOOLS:
+                    self.problem("G2", f"{name} is only for read tools, not {tool}")
+                    continue
+            if mode == "deny" and name not in DENY_FIELDS:
+                self.problem(
+                    "G2",
+                    f"{name} is not allowed in a deny grant "
+                    "(only id, tool, mode, paths or hosts, note)",
+                )
+                continue
+            allowed.add(name)
+        return allowed
+
+    def _check_entries(self, tool: str | None, name: str, allowed: set[str]) -> list[Any]:
+        """G6 for `paths`/`hosts`: required where the tool needs it, a non-empty array."""
+        needs = (name == "paths" and tool in FILE_TOOLS) or (
+            name == "hosts" and tool == "http_fetch"
+        )
+        if name not in self.table:
+            if needs:
+                self.problem("G6", f"a {tool} grant needs {name}")
+            return []
+        if name not in allowed:
+            return []
+        if tool == "echo":
+            self.problem("G6", f"an echo grant takes neither paths nor hosts (found {name})")
+            return []
+        value = self.table[name]
+        if type(value) is not list:
+            self.problem("G6", f"{name} must be an array, not {_type_word(value)}")
+            return []
+        if not value:
+            self.problem("G6", f"{name} is an empty list")
+            return []
+        return value
+
+    def _check_paths(self, paths: list[Any]) -> list[str]:
+        out: list[str] = []
+        for position, path in enumerate(paths):
+            if type(path) is not str:
+                self.problem("G7", f"paths[{position}] must be a string, not {_type_word(path)}")
+                continue
+            problem = path_problem(path)
+            if problem is not None:
+                self.problem("G7", f"paths[{position}] {_q(path)}: {problem}")
+                continue
+            out.append(path)
+        return out
+
+    def _check_hosts(self, hosts: list[Any]) -> list[HostPattern]:
+        out: list[HostPattern] = []
+        for position, text in enumerate(hosts):
+            if type(text) is not str:
+                self.problem("G8", f"hosts[{position}] must be a string, not {_type_word(text)}")
+                continue
+            pattern, problem = parse_host_pattern(text)
+            if pattern is None:
+                self.problem("G8", f"hosts[{position}] {_q(text)}: {problem}")
+                continue
+            out.append(pattern)
+        return out
+
+
+def parse_host_pattern(text: str) -> tuple[HostPattern | None, str | None]:
+    """A host pattern, or None and why it is not one (G8)."""
+    rest, colon, port_text = text.partition(":")
+    port: int | None = None
+    if colon:
+        problem = port_problem(port_text)
+        if problem is not None:
+            return None, problem
+        port = int(port_text)
+    wildcard = rest.startswith("*.")
+    name = rest[2:] if wildcard else rest
+    problem = host_problem(name)
+    if problem is not None:
+        return None, problem
+    return HostPattern(text=text, name=name, wildcard=wildcard, port=port), None
+
+
+def _check_file(item: GrantFile) -> tuple[list[Grant], list[GrantProblem], list[tuple[int, str]]]:
+    """G1..G9 for one file: its grants (when valid), problems, and (index, id) seen."""
+    problems: list[GrantProblem] = []
+
+    def whole(message: str) -> tuple[list[Grant], list[GrantProblem], list[tuple[int, str]]]:
+        problems.append(
+            GrantProblem(file=item.name, index=None, grant=None, rule="G1", message=message)
+        )
+        return [], problems, []
+
+    if item.error is not None:
+        return whole(f"the file cannot be read: {item.error}")
+    try:
+        text = item.content.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return whole(f"the file is not UTF-8 (byte {exc.start})")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        return whole(f"not valid TOML: {exc}")
+    for key in data:
+        if key != "grant":
+            problems.append(
+                GrantProblem(
+                    file=item.name,
+                    index=None,
+                    grant=None,
+                    rule="G1",
+                    message=f"unknown key {_q(key)}; a grant file holds only [[grant]] tables",
+                )
+            )
+    tables = data.get("grant", [])
+    if type(tables) is not list:
+        problems.append(
+            GrantProblem(
+                file=item.name,
+                index=None,
+                grant=None,
+                rule="G1",
+                message="grant is not an array of tables ([[grant]])",
+            )
+        )
+        return [], problems, []
+    grants: list[Grant] = []
+    ids: list[tuple[int, str]] = []
+    for index, table in enumerate(tables):
+        if type(table) is not dict:
+            problems.append(
+                GrantProblem(
+                    file=item.name,
+                    index=index,
+                    grant=None,
+                    rule="G1",
+                    message=f"grant[{index}] is {_type_word(table)}, not a table",
+                )
+            )
+            continue
+        check = _TableCheck(item.name, index, table)
+        grant = check.check()
+        problems.extend(check.problems)
+        if check.grant_id is not None:
+            ids.append((index, check.grant_id))
+        if grant is not None:
+            grants.append(grant)
+    return grants, problems, ids
+
+
+def _rule_number(problem: GrantProblem) -> int:
+    return int(problem.rule[1:])
+
+
+def parse_grant_files(files: Iterable[GrantFile]) -> GrantState:
+    """Every `*.toml` file of a grants directory -> a GrantSet, or every problem."""
+    ordered = sorted(files, key=lambda f: f.name_bytes)
+    digest = grant_digest(ordered)
+    grants: list[Grant] = []
+    problems: list[GrantProblem] = []
+    first_place: dict[str, tuple[str, int]] = {}
+    for item in ordered:
+        file_grants, file_problems, ids = _check_file(item)
+        for index, grant_id in ids:
+            if grant_id in first_place:
+                where, at = first_place[grant_id]
+                file_problems.append(
+                    GrantProblem(
+                        file=item.name,
+                        index=index,
+                        grant=grant_id,
+                        rule="G3",
+                        message=f"id {_q(grant_id)} is used twice: {where} grant {at} "
+                        f"and {item.name} grant {index}",
+                    )
+                )
+            else:
+                first_place[grant_id] = (item.name, index)
+        file_problems.sort(key=lambda p: (-1 if p.index is None else p.index, _rule_number(p)))
+        problems.extend(file_problems)
+        grants.extend(file_grants)
+    if problems:
+        report = GrantsReport(ok=False, count=0, digest=digest, problems=problems)
+        return InvalidGrantSet(report=report)
+    return GrantSet.of(grants, digest)
+
+
+def parse_grant_texts(files: Mapping[str, str | bytes]) -> GrantState:
+    """Convenience for tests and docs: ``{"name.toml": text}`` -> a grant state."""
+    return parse_grant_files(
+        GrantFile(
+            name=name,
+            name_bytes=name.encode("utf-8"),
+            content=content.encode("utf-8") if isinstance(content, str) else content,
+        )
+        for name, content in files.items()
+    )

@@ -1,0 +1,169 @@
+"""Reading the grants directory: the one place the policy does I/O.
+
+`load_grants(directory)` reads every ``*.toml`` entry and parses the set
+(`_grants.py`); a missing directory raises `GrantsMissing`.  `GrantsWatcher`
+is what brokerd calls on every decision: it compares a cheap fingerprint
+(names, sizes, mtimes, ctimes, inodes) and re-reads only when it changed.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Final
+
+from ._grants import GrantFile, parse_grant_files
+from ._model import EMPTY_DIGEST, GrantsReport, GrantState, InvalidGrantSet
+
+SUFFIX: Final = b".toml"
+MAX_FILE_BYTES: Final = 16 * 1024 * 1024
+"""A grant file larger than this is reported (G1) rather than read whole."""
+
+Fingerprint = tuple[tuple[bytes, int, int, int, int, int], ...]
+"""Per ``*.toml`` entry: name, size, mtime_ns, ctime_ns, inode, device (sorted)."""
+
+
+class GrantsMissing(Exception):
+    """The grants directory does not exist (an environment problem)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        super().__init__(
+            f"the grants directory {os.fsdecode(directory)!r} does not exist; "
+            "every call is denied. See docs/runbook.md#grants-missing"
+        )
+
+
+def _entry_names(directory: Path) -> list[bytes]:
+    try:
+        names = os.listdir(os.fsencode(directory))
+    except FileNotFoundError:
+        raise GrantsMissing(directory) from None
+    except NotADirectoryError:
+        raise GrantsMissing(directory) from None
+    return sorted(name for name in names if name.endswith(SUFFIX))
+
+
+def _display(name: bytes) -> str:
+    return name.decode("utf-8", "backslashreplace")
+
+
+def _read_one(directory: Path, name: bytes) -> GrantFile:
+    shown = _display(name)
+    path = os.path.join(os.fsencode(directory), name)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        return GrantFile(name=shown, name_bytes=name, content=b"", error=exc.strerror or str(exc))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return GrantFile(name=shown, name_bytes=name, content=b"", error="not a regular file")
+        if info.st_size > MAX_FILE_BYTES:
+            return GrantFile(
+                name=shown,
+                name_bytes=name,
+                content=b"",
+                error=f"larger than {MAX_FILE_BYTES} bytes",
+            )
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > MAX_FILE_BYTES:
+                return GrantFile(
+                    name=shown,
+                    name_bytes=name,
+                    content=b"",
+                    error=f"larger than {MAX_FILE_BYTES} bytes",
+                )
+            chunks.append(chunk)
+        return GrantFile(name=shown, name_bytes=name, content=b"".join(chunks))
+    except OSError as exc:
+        return GrantFile(name=shown, name_bytes=name, content=b"", error=exc.strerror or str(exc))
+    finally:
+        os.close(fd)
+
+
+def load_grants(directory: Path) -> GrantState:
+    """Read and parse every ``*.toml`` file of `directory` (other files are ignored)."""
+    return parse_grant_files(_read_one(directory, name) for name in _entry_names(directory))
+
+
+def fingerprint(directory: Path) -> Fingerprint | None:
+    """The cheap change check: None when the directory is missing."""
+    try:
+        names = _entry_names(directory)
+    except GrantsMissing:
+        return None
+    base = os.fsencode(directory)
+    out: list[tuple[bytes, int, int, int, int, int]] = []
+    for name in names:
+        try:
+            info = os.stat(os.path.join(base, name))
+        except OSError:
+            out.append((name, -1, -1, -1, -1, -1))
+            continue
+        out.append(
+            (name, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev)
+        )
+    return tuple(out)
+
+
+def missing_state() -> InvalidGrantSet:
+    """The grant state while the directory does not exist."""
+    return InvalidGrantSet(
+        report=GrantsReport(ok=False, count=0, digest=EMPTY_DIGEST, problems=[]), missing=True
+    )
+
+
+_UNSET: Final = object()
+
+
+class GrantsWatcher:
+    """Re-reads the grant set whenever the directory's fingerprint changes.
+
+    `refresh()` is cheap when nothing changed (one listdir and a stat per
+    file).  It returns the current state and whether it differs from the
+    previous one (validity, digest or presence; True on the first call).
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._fingerprint: object = _UNSET
+        self._state: GrantState = missing_state()
+
+    @property
+    def state(self) -> GrantState:
+        return self._state
+
+    def refresh(self) -> tuple[GrantState, bool]:
+        before = self._fingerprint
+        current = fingerprint(self.directory)
+        if before is not _UNSET and current == before:
+            return self._state, False
+        old = self._state
+        if current is None:
+            new: GrantState = missing_state()
+        else:
+            try:
+                new = load_grants(self.directory)
+            except GrantsMissing:
+                new, current = missing_state(), None
+        self._fingerprint = current
+        self._state = new
+        changed = before is _UNSET or (
+            old.ok != new.ok
+            or old.digest != new.digest
+            or isinstance(old, InvalidGrantSet) != isinstance(new, InvalidGrantSet)
+            or (
+                isinstance(old, InvalidGrantSet)
+                and isinstance(new, InvalidGrantSet)
+                and old.missing != new.missing
+            )
+        )
+        return new, changed

@@ -1,0 +1,176 @@
+"""Grants as values: `Grant`, `HostPattern`, `GrantSet`, the grants report.
+
+Pure: no I/O.  A `GrantSet` is always complete and valid; an invalid set is an
+`InvalidGrantSet` holding only its report (never a partial set).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from typing import Final, Literal
+
+import attrs
+
+from ..proto._args import ToolName
+from ..proto._taint import Label
+
+Mode = Literal["allow", "ask", "deny"]
+MODES: Final[tuple[Mode, ...]] = ("allow", "ask", "deny")
+STRICTNESS: Final[dict[str, int]] = {"allow": 0, "ask": 1, "deny": 2}
+"""allow < ask < deny."""
+
+Rule = Literal["G1", "G2", "G3", "G4", "G5", "G6", "G7", "G8", "G9"]
+
+EMPTY_DIGEST: Final = hashlib.sha256(b"").hexdigest()
+
+
+@attrs.frozen(kw_only=True)
+class HostPattern:
+    """`name`, `*.name`, either optionally with `:PORT` (03-policy "Host patterns")."""
+
+    text: str
+    """As written in the grant file."""
+    name: str
+    """The name without ``*.`` and without the port."""
+    wildcard: bool
+    port: int | None
+
+    def matches_host(self, host: str) -> bool:
+        if self.wildcard:
+            return host.endswith("." + self.name)
+        return host == self.name
+
+    @property
+    def specificity(self) -> tuple[int, int, int]:
+        """D6: an exact name beats a wildcard, then longer names, then a port."""
+        return (0 if self.wildcard else 1, len(self.name), 0 if self.port is None else 1)
+
+
+@attrs.frozen(kw_only=True)
+class Grant:
+    """One valid `[[grant]]` table with every default applied."""
+
+    id: str
+    tool: ToolName
+    mode: Mode
+    paths: tuple[str, ...]
+    hosts: tuple[HostPattern, ...]
+    label: Label
+    untrusted: bool
+    max_label: Label
+    when_untrusted: Mode
+    http: bool
+    private_network: bool
+    note: str | None
+    file: str
+    index: int
+
+
+@attrs.frozen(kw_only=True)
+class GrantProblem:
+    """One problem of a grant file: `index` is None for the whole file."""
+
+    file: str
+    index: int | None
+    grant: str | None
+    rule: Rule
+    message: str
+
+
+@attrs.frozen(kw_only=True)
+class GrantsReport:
+    """`{"ok", "count", "digest", "problems"}` (03-policy, admin `grants_check`)."""
+
+    ok: bool
+    count: int
+    digest: str
+    problems: list[GrantProblem]
+
+
+def _index_by_tool(grants: tuple[Grant, ...]) -> dict[str, tuple[Grant, ...]]:
+    by_tool: dict[str, list[Grant]] = {}
+    for grant in grants:
+        by_tool.setdefault(grant.tool, []).append(grant)
+    return {tool: tuple(items) for tool, items in by_tool.items()}
+
+
+def _index_paths(grants: tuple[Grant, ...]) -> dict[tuple[str, str], tuple[tuple[Grant, str], ...]]:
+    index: dict[tuple[str, str], list[tuple[Grant, str]]] = {}
+    for grant in grants:
+        for path in grant.paths:
+            index.setdefault((grant.tool, path), []).append((grant, path))
+    return {key: tuple(items) for key, items in index.items()}
+
+
+def _index_hosts(
+    grants: tuple[Grant, ...],
+) -> dict[tuple[bool, str], tuple[tuple[Grant, HostPattern], ...]]:
+    index: dict[tuple[bool, str], list[tuple[Grant, HostPattern]]] = {}
+    for grant in grants:
+        for pattern in grant.hosts:
+            index.setdefault((pattern.wildcard, pattern.name), []).append((grant, pattern))
+    return {key: tuple(items) for key, items in index.items()}
+
+
+@attrs.frozen(kw_only=True)
+class GrantSet:
+    """A complete, valid grant set, indexed for `decide`."""
+
+    grants: tuple[Grant, ...]
+    digest: str
+    by_tool: dict[str, tuple[Grant, ...]] = attrs.field(eq=False, repr=False)
+    by_path: dict[tuple[str, str], tuple[tuple[Grant, str], ...]] = attrs.field(
+        eq=False, repr=False
+    )
+    """(tool, grant path) -> the grants with that path."""
+    by_host: dict[tuple[bool, str], tuple[tuple[Grant, HostPattern], ...]] = attrs.field(
+        eq=False, repr=False
+    )
+    """(wildcard, name) -> the http_fetch grants with such a pattern."""
+
+    @classmethod
+    def of(cls, grants: Iterable[Grant], digest: str) -> GrantSet:
+        items = tuple(grants)
+        return cls(
+            grants=items,
+            digest=digest,
+            by_tool=_index_by_tool(items),
+            by_path=_index_paths(items),
+            by_host=_index_hosts(items),
+        )
+
+    @property
+    def ok(self) -> Literal[True]:
+        return True
+
+    @property
+    def report(self) -> GrantsReport:
+        return GrantsReport(ok=True, count=len(self.grants), digest=self.digest, problems=[])
+
+    def get(self, grant_id: str) -> Grant | None:
+        for grant in self.grants:
+            if grant.id == grant_id:
+                return grant
+        return None
+
+
+@attrs.frozen(kw_only=True)
+class InvalidGrantSet:
+    """A grant set with problems (or a missing directory): every call is denied."""
+
+    report: GrantsReport
+    missing: bool = False
+    """True when the grants directory does not exist (the report is then empty)."""
+
+    @property
+    def ok(self) -> Literal[False]:
+        return False
+
+    @property
+    def digest(self) -> str:
+        return self.report.digest
+
+
+GrantState = GrantSet | InvalidGrantSet
+"""What `decide` is given: a valid set, or the reason there is none."""
