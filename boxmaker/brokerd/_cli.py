@@ -1,13 +1,150 @@
-"""The `brokerd` command line."""
+"""The `brokerd` command line (05-brokerd "Command line").
+
+    brokerd serve [--config PATH] [--accept-break]
+    brokerd check-config [--config PATH]
+    brokerd rebuild-state [--config PATH]
+
+Arguments are OS strings: a path that is not UTF-8 still works as a path.
+Every refusal ends with its runbook pointer; exit 1.
+"""
 
 from __future__ import annotations
 
+import logging
+import os
+import sys
+from pathlib import Path
+
 import click
+import trio
+
+from .. import __version__
+from ._audit_link import rebuild_from_log
+from ._audit_writer import AuditError, AuditLocked, lock_audit_dir, open_audit_dir
+from ._config import BrokerdConfig, ConfigError, load_config
+from ._serve import StartFailed, serve
+from ._sockets import ListenerLost
+from ._state import sync_state_files
+
+_CONFIG_OPTION = click.option(
+    "--config", "config_path", type=click.Path(path_type=Path), default=None,
+    help="brokerd.toml (default: $BOXMAKER_HOME/brokerd.toml).",
+)
+
+
+def _fail(message: str) -> None:
+    click.echo(message, err=True)
+    sys.exit(1)
+
+
+def _load(config_path: Path | None) -> BrokerdConfig:
+    try:
+        return load_config(config_path)
+    except ConfigError as exc:
+        _fail(f"brokerd: the config is not valid: {exc}; refusing to start. "
+              "See docs/runbook.md#brokerd-start-failed")
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _setup_logging() -> None:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="brokerd: %(levelname)s %(message)s")
 
 
 @click.group()
+@click.version_option(__version__, prog_name="brokerd")
 def cli() -> None:
-    """brokerd (not built yet)."""
+    """brokerd: decides every tool call, records it, holds approvals, runs allowed tools."""
+
+
+@cli.command("serve")
+@_CONFIG_OPTION
+@click.option("--accept-break", is_flag=True,
+              help="Record a break over the audit log's failures and serve anyway.")
+def serve_command(config_path: Path | None, accept_break: bool) -> None:
+    """Serve broker.sock and admin.sock until SIGTERM or SIGINT."""
+    config = _load(config_path)
+    _setup_logging()
+    try:
+        trio.run(lambda: serve(config, accept_break=accept_break, handle_signals=True))
+    except AuditError as exc:
+        _fail(str(exc))
+    except StartFailed as exc:
+        _fail(f"brokerd: cannot start: {exc}. See docs/runbook.md#brokerd-start-failed")
+    except ListenerLost as exc:
+        _fail(f"brokerd: {exc}; stopped. See docs/runbook.md#brokerd-listener-lost")
+    except OSError as exc:
+        _fail(f"brokerd: cannot start: {exc.strerror or exc}. "
+              "See docs/runbook.md#brokerd-start-failed")
+
+
+@cli.command("check-config")
+@_CONFIG_OPTION
+def check_config_command(config_path: Path | None) -> None:
+    """Check brokerd.toml and print the settings it resolves to."""
+    config = _load(config_path)
+    source = os.fsdecode(config.source) if config.source else "(none: every default)"
+    lines = [
+        f"config        {source}",
+        f"home          {os.fsdecode(config.home)}",
+        f"grants        {os.fsdecode(config.grants)}",
+        f"audit         {os.fsdecode(config.audit)}",
+        f"state         {os.fsdecode(config.state)}",
+        f"broker.sock   {os.fsdecode(config.broker_socket)}",
+        f"admin.sock    {os.fsdecode(config.admin_socket)}",
+        f"broker_uids   {', '.join(str(u) for u in config.broker_uids)}",
+        f"owner_uid     {config.owner_uid}",
+        f"ttl_ms        {config.ttl_ms}",
+        f"runner        {config.runner.kind}",
+        f"fsync         {'on' if config.fsync else 'OFF (tests and benchmarks only)'}",
+        f"protected     {', '.join(config.protected)}",
+    ]
+    click.echo("\n".join(lines))
+    if config.single_uid:
+        click.echo("warning: one uid may both call tools and approve them (see deploy/)")
+    click.echo("ok: the config is valid")
+
+
+@cli.command("rebuild-state")
+@_CONFIG_OPTION
+def rebuild_state_command(config_path: Path | None) -> None:
+    """Recompute every session's taint from the audit log and rewrite the state files."""
+    config = _load(config_path)
+    try:
+        dir_fd = open_audit_dir(config.audit)
+        try:
+            lock_fd = lock_audit_dir(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except AuditLocked:
+        _fail("brokerd: brokerd is running on this audit log and keeps the state files itself; "
+              "stop it first. See docs/runbook.md#audit-locked")
+        return
+    except AuditError as exc:
+        _fail(str(exc))
+        return
+    try:
+        taints, _ = rebuild_from_log(config.audit)
+        report = sync_state_files(config.sessions_dir, taints, head_seq=_log_head(config),
+                                  fsync=True)
+    finally:
+        os.close(lock_fd)
+    for session in report.rewritten:
+        click.echo(f"rewritten: {session}")
+    for failure in report.failed:
+        click.echo(f"not written: {failure}", err=True)
+    click.echo(f"ok: {len(taints)} sessions in the log, {len(report.rewritten)} files rewritten")
+    if report.failed:
+        sys.exit(1)
+
+
+def _log_head(config: BrokerdConfig) -> int | None:
+    from ._audit_link import iter_records
+
+    head: int | None = None
+    for record in iter_records(config.audit):
+        head = record.seq
+    return head
 
 
 def main() -> None:

@@ -1,0 +1,187 @@
+"""admin.sock: the owner's requests, one per connection (02-wire "admin.sock").
+
+approvals, approval, approve, refuse, status, grants_check, session,
+declassify.  `approve`/`refuse` take the entry out of the pending table and
+answer it in the same ledger step: of two at once, exactly one gets `ok`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Literal
+
+import trio
+
+from .._streams import send_frame
+from ..policy._load import GrantsMissing, load_grants, missing_state
+from ..policy._model import GrantState
+from ..proto._convert import U64, JsonObject
+from ..proto._errors import DecodeError
+from ..proto._taint import Taint
+from ..proto._wire import Ok, error_answer
+from ..proto._wire_admin import (
+    AdminAnswer,
+    AdminRequest,
+    Approval,
+    ApprovalList,
+    ApprovalRequest,
+    ApprovalsRequest,
+    ApproveRequest,
+    AuditStatus,
+    DeclassifyRequest,
+    GrantProblem,
+    GrantsCheckRequest,
+    GrantsReport,
+    GrantsStatus,
+    RefuseRequest,
+    RunnerStatus,
+    SessionInfo,
+    SessionRequest,
+    Status,
+    StatusRequest,
+    decode_admin_request,
+    encode_admin_answer,
+)
+from ._approvals import PendingApproval
+from ._audit_writer import AuditUnavailable
+from ._broker import bad_frame_answer, read_request
+from ._context import Daemon
+from ._ledger import NoSuchApproval, NoSuchSession, NotLower, Ruling
+from ._sockets import PeerCred
+
+log = logging.getLogger("brokerd")
+
+
+def approval_view(entry: PendingApproval) -> Approval:
+    return Approval(
+        approval_id=U64(entry.approval_id), call=U64(entry.call_id), session=entry.session,
+        tool=entry.tool, args=JsonObject(entry.args), grant=entry.grant or "",
+        state=entry.state, requested_at=entry.requested_at, expires_at=entry.expires_at,
+    )
+
+
+def grants_report(state: GrantState) -> GrantsReport:
+    report = state.report
+    return GrantsReport(
+        ok=report.ok, count=U64(report.count), digest=report.digest,
+        problems=[
+            GrantProblem(file=p.file, index=U64(p.index) if p.index is not None else None,
+                         grant=p.grant, rule=p.rule, message=p.message)
+            for p in report.problems
+        ],
+    )
+
+
+def status_of(daemon: Daemon) -> Status:
+    writer = daemon.ledger.writer
+    grants = daemon.watcher.state
+    runtime = daemon.runtime
+    head = daemon.ledger.head_seq
+    return Status(
+        version=daemon.version,
+        audit=AuditStatus(ok=writer.failure is None, head_seq=U64(head if head is not None else 0),
+                          head_hash=writer.head_hash),
+        grants=GrantsStatus(ok=grants.ok, count=U64(grants.report.count), digest=grants.digest),
+        pending=U64(len(daemon.ledger.pending)),
+        sessions=U64(daemon.ledger.session_count()),
+        runner=RunnerStatus(kind=runtime.kind, ok=bool(runtime.ok),
+                            image=getattr(runtime, "image", None),
+                            reason=None if runtime.ok else getattr(runtime, "reason", None)),
+        warnings=list(daemon.warnings)
+        + ([f"the audit log is unavailable: {writer.failure}"] if writer.failure else []),
+    )
+
+
+async def handle_admin(stream: trio.abc.Stream, peer: PeerCred, daemon: Daemon) -> None:
+    """Serve one admin.sock connection (the peer's uid was checked)."""
+    body = await read_request(stream, daemon, encode_admin_answer)
+    if body is None:
+        return
+    try:
+        request = decode_admin_request(body)
+    except DecodeError as exc:
+        request_id, error = bad_frame_answer(body, exc)
+        log.warning("admin.sock: bad frame from pid %d uid %d: %s", peer.pid, peer.uid, exc)
+        await send_frame(stream, encode_admin_answer(request_id, error))
+        return
+    answer = await _dispatch(request, peer, daemon)
+    await send_frame(stream, encode_admin_answer(request.id, answer))
+
+
+async def _dispatch(request: AdminRequest, peer: PeerCred, daemon: Daemon) -> AdminAnswer:
+    body = request.body
+    ledger = daemon.ledger
+    if isinstance(body, ApprovalsRequest):
+        return ApprovalList(items=[approval_view(e) for e in ledger.pending.items()])
+    if isinstance(body, ApprovalRequest):
+        entry = ledger.pending.get(body.approval_id)
+        if entry is None:
+            return _no_such_approval(body.approval_id)
+        return approval_view(entry)
+    if isinstance(body, (ApproveRequest, RefuseRequest)):
+        return await _answer(body, peer, daemon)
+    if isinstance(body, StatusRequest):
+        daemon.refresh_grants()  # status shows the set as it is now (recorded at the next call)
+        return status_of(daemon)
+    if isinstance(body, GrantsCheckRequest):
+        try:
+            state: GrantState = load_grants(daemon.config.grants)
+        except GrantsMissing:
+            state = missing_state()
+        return grants_report(state)
+    if isinstance(body, SessionRequest):
+        view = ledger.session_view(body.session)
+        if view is None:
+            return error_answer("no_such_session", f"brokerd has never seen session {body.session}")
+        taint, seq = view
+        return SessionInfo(session=body.session, label=taint.label, untrusted=taint.untrusted,
+                           seq=U64(seq))
+    if isinstance(body, DeclassifyRequest):
+        return await _declassify(body, peer, daemon)
+    raise AssertionError(f"unhandled admin request {type(body).__name__}")  # pragma: no cover
+
+
+def _no_such_approval(approval_id: int) -> AdminAnswer:
+    return error_answer("no_such_approval", f"no pending approval has the id {approval_id}")
+
+
+async def _answer(body: ApproveRequest | RefuseRequest, peer: PeerCred,
+                  daemon: Daemon) -> AdminAnswer:
+    _, leading = daemon.refresh_grants()
+    if leading:
+        try:
+            await daemon.ledger.record(leading)
+        except AuditUnavailable as exc:
+            return error_answer("audit_unavailable", str(exc))
+    protected = daemon.config.protected
+
+    def redecide(entry: PendingApproval, taint: Taint) -> Ruling:
+        return daemon.link.redecide(entry.ask, taint, daemon.watcher.state, protected)
+
+    verdict: Literal["approved", "refused"] = (
+        "approved" if isinstance(body, ApproveRequest) else "refused"
+    )
+    reason = body.reason if isinstance(body, RefuseRequest) else None
+    try:
+        await daemon.ledger.answer(body.approval_id, verdict=verdict, by=peer.uid,
+                                   reason=reason, redecide=redecide)
+    except NoSuchApproval:
+        return _no_such_approval(body.approval_id)
+    except AuditUnavailable as exc:
+        return error_answer("audit_unavailable", str(exc))
+    log.info("approval %d %s by uid %d", body.approval_id, verdict, peer.uid)
+    return Ok()
+
+
+async def _declassify(body: DeclassifyRequest, peer: PeerCred, daemon: Daemon) -> AdminAnswer:
+    to = Taint(label=body.label, untrusted=body.untrusted)
+    try:
+        await daemon.ledger.declassify(body.session, to=to, by=peer.uid, reason=body.reason)
+    except NoSuchSession:
+        return error_answer("no_such_session", f"brokerd has never seen session {body.session}")
+    except NotLower:
+        return error_answer(
+            "not_lower", "a declassify may only lower the taint (label down, untrusted cleared)")
+    except AuditUnavailable as exc:
+        return error_answer("audit_unavailable", str(exc))
+    return Ok()

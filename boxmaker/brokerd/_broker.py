@@ -1,0 +1,246 @@
+"""broker.sock: one tool call per connection (05-brokerd "Handling one call").
+
+1. Read one frame (10 s limit); decode strictly.  A bad frame gets one
+   `error bad_frame` (or `bad_version`) and the connection is closed.
+2. Ledger **decide**: `call` + `decision` are recorded for every decodable
+   request (unknown tools, bad arguments, invalid grants included).
+3. `denied`: answer `denied`.
+4. `ask`: the call is in the pending table; answer `pending`, then wait for the
+   owner's answer, the expiry, or the peer closing (recorded `requester_gone`,
+   at that time).  Only an approval whose re-decision still allows it runs.
+5. `allowed`: build the RunSpec, run, ledger **settle**, answer `result`
+   (`runner_unavailable` is an error, `unsafe_target` a denial).
+
+A call that cannot be recorded is never run and never answered `result`: the
+answer is `error audit_unavailable`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import trio
+
+from .._streams import receive_frame, send_frame
+from ..proto._convert import U64, JsonObject
+from ..proto._errors import DecodeError, FrameError
+from ..proto._framing import FrameDecoder
+from ..proto._wire import DENIAL_RUNBOOKS, BadVersion, ErrorAnswer, error_answer, peek_id
+from ..proto._wire_broker import (
+    BrokerAnswer,
+    BrokerRequest,
+    Denied,
+    Pending,
+    Result,
+    decode_broker_request,
+    encode_broker_answer,
+)
+from ._approvals import Answer, PendingApproval
+from ._audit_writer import AuditUnavailable
+from ._context import REQUEST_FRAME_SECONDS, Daemon
+from ._ledger import Ruling
+from ._sockets import PeerCred
+
+log = logging.getLogger("brokerd")
+
+_WATCH_CHUNK = 4096
+
+
+async def send_answer(stream: trio.abc.SendStream, request_id: int | None,
+                      answer: BrokerAnswer) -> None:
+    await send_frame(stream, encode_broker_answer(request_id, answer))
+
+
+def denied(code: str, reason: str, grant: str | None) -> Denied:
+    return Denied(code=code, reason=reason, grant=grant,  # type: ignore[arg-type]
+                  runbook=DENIAL_RUNBOOKS[code])  # type: ignore[index]
+
+
+async def read_request(stream: trio.abc.Stream, daemon: Daemon,
+                       encode_error: Any) -> bytes | None:
+    """Read one request frame within the time limit.
+
+    None means the connection is done (timed out, closed, a bad frame already
+    answered, or brokerd is stopping).
+    """
+    decoder = FrameDecoder()
+    scope = trio.CancelScope(deadline=trio.current_time() + REQUEST_FRAME_SECONDS)
+    daemon.idle_scopes.add(scope)
+    try:
+        if daemon.stopping:
+            return None
+        with scope:
+            try:
+                body = await receive_frame(stream, decoder)
+            except FrameError as exc:
+                await send_frame(stream, encode_error(None, error_answer(
+                    "bad_frame", f"bad frame: {exc}. See docs/runbook.md#bad-frame")))
+                return None
+        if scope.cancelled_caught:
+            if not daemon.stopping:
+                await send_frame(stream, encode_error(None, error_answer(
+                    "bad_frame", f"no request frame within {REQUEST_FRAME_SECONDS:g} s")))
+            return None
+        return body
+    finally:
+        daemon.idle_scopes.discard(scope)
+
+
+def bad_frame_answer(body: bytes, exc: DecodeError) -> tuple[int | None, ErrorAnswer]:
+    if isinstance(exc, BadVersion):
+        return exc.id, error_answer("bad_version", str(exc))
+    return peek_id(body), error_answer("bad_frame", f"the request does not decode: {exc}")
+
+
+async def handle_broker(stream: trio.abc.Stream, peer: PeerCred, daemon: Daemon) -> None:
+    """Serve one broker.sock connection (the peer's uid was checked)."""
+    body = await read_request(stream, daemon, encode_broker_answer)
+    if body is None:
+        return
+    try:
+        request = decode_broker_request(body)
+    except DecodeError as exc:
+        request_id, answer = bad_frame_answer(body, exc)
+        log.warning("broker.sock: bad frame from pid %d uid %d: %s", peer.pid, peer.uid, exc)
+        await send_answer(stream, request_id, answer)
+        return
+    await _handle_call(stream, peer, daemon, request)
+
+
+async def _handle_call(stream: trio.abc.Stream, peer: PeerCred, daemon: Daemon,
+                       request: BrokerRequest) -> None:
+    call = request.call
+    rid = request.id
+    ledger = daemon.ledger
+    grants, leading = daemon.refresh_grants()
+    protected = daemon.config.protected
+    try:
+        decided = await ledger.decide(
+            session=call.session, tool=call.tool, args=call.args,
+            peer_uid=peer.uid, peer_pid=peer.pid,
+            rule=lambda taint: daemon.link.decide(call.tool, call.args, taint, grants, protected),
+            grants_digest=grants.digest, leading=leading, ttl_ms=daemon.config.ttl_ms,
+            wall_now=daemon.wall_clock, format_time=daemon.format_time,
+        )
+    except AuditUnavailable as exc:
+        await send_answer(stream, rid, error_answer("audit_unavailable", str(exc)))
+        return
+    ruling = decided.ruling
+    if ruling.kind == "denied":
+        assert ruling.code is not None and ruling.reason is not None
+        await send_answer(stream, rid, denied(ruling.code, ruling.reason, ruling.grant))
+        return
+    if ruling.kind == "ask":
+        assert decided.approval is not None
+        answer = await _wait_for_owner(stream, rid, daemon, decided.approval)
+        if answer is None:
+            return
+        if answer.error_code is not None:
+            await send_answer(stream, rid, error_answer(
+                "audit_unavailable", answer.denied_reason or "the audit log cannot be written"))
+            return
+        if not answer.run:
+            assert answer.denied_code is not None
+            await send_answer(stream, rid, denied(
+                answer.denied_code, answer.denied_reason or answer.denied_code,
+                decided.approval.grant))
+            return
+        assert isinstance(answer.decision, Ruling)
+        ruling = answer.decision
+    await _run_and_settle(stream, rid, daemon, call_id=decided.call_id, session=call.session,
+                          tool=call.tool, args=call.args, ruling=ruling)
+
+
+async def _wait_for_owner(stream: trio.abc.Stream, rid: int, daemon: Daemon,
+                          entry: PendingApproval) -> Answer | None:
+    """Answer `pending`, then wait for the owner, the expiry, or the peer leaving.
+
+    None: the requester went away and its withdrawal was recorded.
+    """
+    if daemon.stopping and daemon.ledger.pending.take(entry.approval_id) is entry:
+        await daemon.ledger.expire([entry], reason="shutdown")
+    else:
+        try:
+            await send_answer(stream, rid, Pending(
+                approval_id=U64(entry.approval_id), expires_at=entry.expires_at,
+                grant=entry.grant or ""))
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            if await _withdraw(daemon, entry):
+                return None
+            return await entry.wait()
+    gone = False
+    async with trio.open_nursery() as nursery:
+
+        async def watch_peer() -> None:
+            nonlocal gone
+            try:
+                while await stream.receive_some(_WATCH_CHUNK):
+                    pass  # one request per connection: anything more is ignored
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
+            gone = True
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(watch_peer)
+        await entry.wait()
+        nursery.cancel_scope.cancel()
+    if gone and not entry.answered and await _withdraw(daemon, entry):
+        return None
+    # Whoever took the entry answers it; a call approved as its requester
+    # left still runs and is recorded (its answer then goes nowhere).
+    return await entry.wait()
+
+
+async def _withdraw(daemon: Daemon, entry: PendingApproval) -> bool:
+    """The requester closed its connection while its call waited.
+
+    False when someone else had already taken the approval.
+    """
+    with trio.CancelScope(shield=True):
+        try:
+            took = await daemon.ledger.requester_gone(entry.approval_id)
+        except AuditUnavailable as exc:
+            log.error("approval %d: requester gone, not recorded: %s", entry.approval_id, exc)
+            return True
+    if took:
+        log.info("approval %d withdrawn: the requester went away", entry.approval_id)
+    return took
+
+
+async def _run_and_settle(stream: trio.abc.Stream, rid: int, daemon: Daemon, *, call_id: int,
+                          session: str, tool: str, args: dict[str, Any], ruling: Ruling) -> None:
+    spec = daemon.link.run_spec(call_id=call_id, session=session, tool=tool, args=args,
+                                ruling=ruling)
+    # Running tools finish within their limits even when brokerd is stopping.
+    with trio.CancelScope(shield=True):
+        try:
+            outcome = await daemon.runtime.run(spec)
+            status, output, message = outcome.status, outcome.output, outcome.message
+        except Exception as exc:  # a bug in a runtime: the tool may have run
+            log.exception("call %d: the runtime failed", call_id)
+            status = "tool_failed"
+            output = {"error": {"code": "runner_failed",
+                                "message": f"the runner failed ({type(exc).__name__})"}}
+            message = None
+        try:
+            await daemon.ledger.settle(call_id=call_id, session=session, status=status,
+                                       label=ruling.label, untrusted=ruling.untrusted,
+                                       output=output)
+        except AuditUnavailable as exc:
+            await send_answer(stream, rid, error_answer("audit_unavailable", str(exc)))
+            return
+    if status == "runner_unavailable":
+        reason = message or "the runner is unavailable"
+        await send_answer(stream, rid, error_answer(
+            "runner_unavailable",
+            f"brokerd: {reason}; nothing ran. See docs/runbook.md#runner-unavailable"))
+        return
+    if status == "unsafe_target":
+        await send_answer(stream, rid, denied("unsafe_target", message or "unsafe target",
+                                              ruling.grant))
+        return
+    await send_answer(stream, rid, Result(
+        status=status,
+        output=JsonObject(output) if output is not None else None,
+        label=ruling.label, untrusted=ruling.untrusted))

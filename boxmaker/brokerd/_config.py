@@ -1,0 +1,257 @@
+"""brokerd.toml (05-brokerd, 08-runner): strict, every key optional.
+
+`load_config` reads the file (or none: every default), refuses unknown keys at
+every depth, and resolves every path: relative ones under `home`, sockets under
+``$XDG_RUNTIME_DIR/boxmaker`` or ``home/run``.  Pure apart from reading the
+file and the environment.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+import attrs
+
+from .._paths import boxmaker_home, default_socket, under
+from ..proto._convert import structure
+from ..proto._errors import DecodeError
+
+TTL_MS_MAX = 86_400_000
+"""A day: the longest an approval may wait."""
+UID_MAX = 2**32 - 2
+"""The largest uid Linux hands out (2**32-1 is the "no uid" value)."""
+
+RunnerKind = Literal["podman", "refusing", "echo"]
+
+
+class ConfigError(Exception):
+    """brokerd.toml cannot be read or is not valid (the owner's file is at fault)."""
+
+
+@attrs.frozen(kw_only=True)
+class PathsTable:
+    grants: str = "grants"
+    audit: str = "audit"
+    state: str = "state"
+
+
+@attrs.frozen(kw_only=True)
+class SocketsTable:
+    broker: str | None = None
+    admin: str | None = None
+    broker_uids: list[int] | None = None
+    owner_uid: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ApprovalsTable:
+    ttl_ms: int = 600_000
+
+
+@attrs.frozen(kw_only=True)
+class PolicyTable:
+    protected: list[str] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class RunnerTable:
+    """`[runner]`: `kind` (05-brokerd) and the podman keys with 08-runner's defaults."""
+
+    kind: RunnerKind = "refusing"
+    podman: str = "/usr/bin/podman"
+    image: str | None = None
+    oci_runtime: str | None = None
+    memory: str = "256m"
+    pids: int = 64
+    cpus: float = 1.0
+    timeout_ms: int = 30_000
+    output_max_bytes: int = 2_097_152
+    nofile: int = 1024
+    nproc: int = 512
+
+
+@attrs.frozen(kw_only=True)
+class AuditTable:
+    fsync: bool = True
+
+
+@attrs.frozen(kw_only=True)
+class BrokerdFile:
+    """brokerd.toml exactly as written (every table and key optional)."""
+
+    home: str | None = None
+    paths: PathsTable = attrs.field(factory=PathsTable)
+    sockets: SocketsTable = attrs.field(factory=SocketsTable)
+    approvals: ApprovalsTable = attrs.field(factory=ApprovalsTable)
+    policy: PolicyTable = attrs.field(factory=PolicyTable)
+    runner: RunnerTable = attrs.field(factory=RunnerTable)
+    audit: AuditTable = attrs.field(factory=AuditTable)
+
+
+@attrs.frozen(kw_only=True)
+class BrokerdConfig:
+    """brokerd's settings with every default resolved and every path absolute."""
+
+    home: Path
+    grants: Path
+    audit: Path
+    state: Path
+    broker_socket: Path
+    admin_socket: Path
+    broker_uids: tuple[int, ...]
+    owner_uid: int
+    own_uid: int
+    ttl_ms: int
+    protected: tuple[str, ...]
+    """Every protected path (03-policy D2b): the configured ones and brokerd's own."""
+    runner: RunnerTable
+    fsync: bool
+    source: Path | None
+    """The config file read, or None when none existed (every default)."""
+
+    @property
+    def single_uid(self) -> bool:
+        """The owner's uid may also call tools: a compromised loopd could approve itself."""
+        return self.owner_uid in self.broker_uids
+
+    @property
+    def sockets_private(self) -> bool:
+        """Only brokerd's own uid may connect to either socket."""
+        return self.owner_uid == self.own_uid and all(u == self.own_uid for u in self.broker_uids)
+
+    @property
+    def sessions_dir(self) -> Path:
+        return self.state / "sessions"
+
+
+def default_config_path() -> Path:
+    return boxmaker_home() / "brokerd.toml"
+
+
+def _absolute(path: Path) -> Path:
+    """Absolute without resolving symbolic links (the socket checks look at them)."""
+    return Path(os.path.abspath(path))
+
+
+def _check_uid(uid: int, where: str) -> int:
+    if not 0 <= uid <= UID_MAX:
+        raise ConfigError(f"{where}: {uid} is not a uid (0..{UID_MAX})")
+    return uid
+
+
+def _check(raw: BrokerdFile) -> None:
+    ttl = raw.approvals.ttl_ms
+    if not 1 <= ttl <= TTL_MS_MAX:
+        raise ConfigError(f"approvals.ttl_ms: {ttl} is outside 1..{TTL_MS_MAX} (a day)")
+    runner = raw.runner
+    for name in ("pids", "timeout_ms", "output_max_bytes", "nofile", "nproc"):
+        value = getattr(runner, name)
+        if value < 1:
+            raise ConfigError(f"runner.{name}: {value} must be at least 1")
+    if not runner.cpus > 0:
+        raise ConfigError(f"runner.cpus: {runner.cpus} must be more than 0")
+    if runner.kind == "podman" and runner.image is not None and not runner.image.startswith(
+        "sha256:"
+    ):
+        raise ConfigError("runner.image: name the tools image by digest (sha256:...), not a tag")
+    for text, where in (
+        (raw.home, "home"),
+        (raw.paths.grants, "paths.grants"),
+        (raw.paths.audit, "paths.audit"),
+        (raw.paths.state, "paths.state"),
+        (raw.sockets.broker, "sockets.broker"),
+        (raw.sockets.admin, "sockets.admin"),
+    ):
+        if text is not None and (text == "" or "\0" in text):
+            raise ConfigError(f"{where}: not a path")
+
+
+def parse_config(data: bytes, source: Path | None, *, own_uid: int | None = None) -> BrokerdConfig:
+    """Parse brokerd.toml's bytes and resolve every default."""
+    try:
+        document = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not valid UTF-8 at byte {exc.start}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"not valid TOML: {exc}") from exc
+    try:
+        raw: BrokerdFile = structure(document, BrokerdFile)
+    except DecodeError as exc:
+        raise ConfigError(str(exc)) from exc
+    return resolve(raw, source, own_uid=own_uid)
+
+
+def resolve(raw: BrokerdFile, source: Path | None, *, own_uid: int | None = None) -> BrokerdConfig:
+    _check(raw)
+    uid = os.geteuid() if own_uid is None else own_uid
+    home = _absolute(Path(raw.home) if raw.home else boxmaker_home())
+    sockets = raw.sockets
+    if sockets.broker_uids is not None and not sockets.broker_uids:
+        raise ConfigError("sockets.broker_uids: an empty list would let no one call tools")
+    broker_uids = tuple(
+        _check_uid(u, "sockets.broker_uids")
+        for u in (sockets.broker_uids if sockets.broker_uids is not None else [uid])
+    )
+    owner_uid = _check_uid(sockets.owner_uid if sockets.owner_uid is not None else uid,
+                           "sockets.owner_uid")
+    grants = _absolute(under(home, raw.paths.grants))
+    audit = _absolute(under(home, raw.paths.audit))
+    state = _absolute(under(home, raw.paths.state))
+    broker_socket = _absolute(
+        under(home, sockets.broker) if sockets.broker else default_socket(home, "broker.sock")
+    )
+    admin_socket = _absolute(
+        under(home, sockets.admin) if sockets.admin else default_socket(home, "admin.sock")
+    )
+    configured = (
+        [str(_absolute(under(home, p))) for p in raw.policy.protected]
+        if raw.policy.protected is not None
+        else [str(_absolute(boxmaker_home()))]
+    )
+    own = [home, grants, audit, state, broker_socket.parent, admin_socket.parent]
+    if source is not None:
+        own.append(_absolute(source).parent)
+    protected: list[str] = []
+    for path in [*configured, *(str(p) for p in own)]:
+        if path not in protected and path != "/":
+            protected.append(path)
+    return BrokerdConfig(
+        home=home,
+        grants=grants,
+        audit=audit,
+        state=state,
+        broker_socket=broker_socket,
+        admin_socket=admin_socket,
+        broker_uids=broker_uids,
+        owner_uid=owner_uid,
+        own_uid=uid,
+        ttl_ms=raw.approvals.ttl_ms,
+        protected=tuple(protected),
+        runner=raw.runner,
+        fsync=raw.audit.fsync,
+        source=source,
+    )
+
+
+def load_config(path: Path | None) -> BrokerdConfig:
+    """Read `path`, or the default path when it exists (else every default).
+
+    An explicitly named file must exist.  Raises ConfigError.
+    """
+    explicit = path is not None
+    target = path if path is not None else default_config_path()
+    try:
+        data = target.read_bytes()
+    except FileNotFoundError as exc:
+        if explicit:
+            raise ConfigError(f"{os.fsdecode(target)!r} does not exist") from exc
+        return resolve(BrokerdFile(), None)
+    except OSError as exc:
+        raise ConfigError(f"{os.fsdecode(target)!r} cannot be read ({exc.strerror})") from exc
+    try:
+        return parse_config(data, _absolute(target))
+    except ConfigError as exc:
+        raise ConfigError(f"{os.fsdecode(target)!r}: {exc}") from exc

@@ -1,0 +1,70 @@
+"""What every connection handler of brokerd shares: the daemon's state."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import trio
+
+from ..policy._load import GrantsWatcher
+from ..policy._model import GrantState
+from ..proto._audit import Event, GrantsChanged
+from ..proto._convert import U64
+from ..proto._wire import ts_from_unix
+from ._config import BrokerdConfig
+from ._ledger import Ledger
+from ._policy_link import PolicyLink
+
+log = logging.getLogger("brokerd")
+
+REQUEST_FRAME_SECONDS = 10.0
+"""A request frame must arrive within 10 s of the connection being accepted."""
+
+
+def grants_event(state: GrantState) -> GrantsChanged:
+    report = state.report
+    return GrantsChanged(ok=report.ok, count=U64(report.count), digest=report.digest,
+                         problem_count=U64(len(report.problems)))
+
+
+@attrs.define(kw_only=True)
+class Daemon:
+    """brokerd while it serves."""
+
+    config: BrokerdConfig
+    ledger: Ledger
+    watcher: GrantsWatcher
+    runtime: Any
+    """A runner Runtime (refusing, echo or podman) with `kind`, `ok` and `reason`."""
+    link: PolicyLink
+    version: str
+    warnings: list[str] = attrs.field(factory=list)
+    wall_clock: Callable[[], float] = time.time
+    format_time: Callable[[float], str] = ts_from_unix
+    stopping: bool = False
+    idle_scopes: set[trio.CancelScope] = attrs.field(factory=set)
+    """Connections still reading their request: cancelled at shutdown."""
+
+    def refresh_grants(self) -> tuple[GrantState, list[Event]]:
+        """The current grant set, plus a `grants` record when it changed.
+
+        Synchronous (no checkpoint), so the record is queued in the same
+        ledger step as the decision that noticed the change.
+        """
+        state, changed = self.watcher.refresh()
+        if not changed:
+            return state, []
+        report = state.report
+        if state.ok:
+            log.info("grants: %d grants, digest %s", report.count, report.digest)
+        elif getattr(state, "missing", False):
+            log.warning("grants: the grants directory is missing; every call is denied. "
+                        "See docs/runbook.md#grants-missing")
+        else:
+            log.warning("grants: %d problems; every call is denied. "
+                        "See docs/runbook.md#grants-invalid", len(report.problems))
+        return state, [grants_event(state)]

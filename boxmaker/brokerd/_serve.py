@@ -1,0 +1,330 @@
+"""brokerd serving (05-brokerd "Serving"): start-up, both listeners, shutdown.
+
+Start-up, in order: open the audit log (lock, verify, recover, accept a
+break), rebuild the session taints from it and rewrite stale state files,
+read the grants, choose the runtime, take the sockets (systemd's, or bind
+them), record `start`, send READY=1.  Then each connection is a task; its
+peer's uid is checked first.  SIGTERM/SIGINT (or `ServeHandle.stop`): stop
+accepting, expire every pending approval (reason shutdown), let running tools
+finish, record `stop`, return.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+import trio
+
+from .. import __version__
+from ..policy._load import GrantsWatcher
+from ..proto._audit import GrantsSummary, Start, Stop
+from ..proto._convert import U64
+from ..proto._wire import error_frame
+from ._admin import handle_admin
+from ._audit_link import AuditStartup, open_audit
+from ._audit_writer import AuditUnavailable, FsyncFn, WriteFn
+from ._broker import handle_broker
+from ._config import BrokerdConfig
+from ._context import Daemon
+from ._ledger import Ledger
+from ._policy_link import PolicyLink
+from ._sd_link import listen_fds, notify
+from ._sockets import (
+    ListenerLost,
+    PeerCred,
+    SocketSetupError,
+    accept_loop,
+    bind_unix_listener,
+    listener_from_fd,
+    peer_credentials,
+)
+from ._state import list_sessions, read_state, sync_state_files
+from .runner._echo import EchoRuntime
+from .runner._refusing import RefusingRuntime
+
+log = logging.getLogger("brokerd")
+
+SINGLE_UID_WARNING = (
+    "one uid may both call tools (broker.sock) and approve them (admin.sock): a compromised "
+    "loopd could approve its own calls; run loopd under a uid of its own (deploy/)"
+)
+FSYNC_OFF_WARNING = (
+    "[audit] fsync = false: records are not flushed to disk (tests and benchmarks only)"
+)
+
+Handler = Callable[[trio.abc.Stream, PeerCred, Daemon], Awaitable[None]]
+
+
+class StartFailed(Exception):
+    """brokerd cannot start (config, socket paths, directories); `#brokerd-start-failed`."""
+
+
+@attrs.define
+class ServeHandle:
+    """What `serve` hands its starter: the daemon, and a way to stop it."""
+
+    daemon: Daemon
+    broker_socket: str
+    admin_socket: str
+    _stop: trio.Event = attrs.field(factory=trio.Event)
+    stop_reason: str = "shutdown"
+
+    def stop(self, reason: str = "shutdown") -> None:
+        self.stop_reason = reason
+        self._stop.set()
+
+    async def wait_stop(self) -> None:
+        await self._stop.wait()
+
+
+def make_runtime(config: BrokerdConfig) -> Any:
+    kind = config.runner.kind
+    if kind == "echo":
+        return EchoRuntime()
+    if kind == "podman":
+        try:
+            module = importlib.import_module("boxmaker.brokerd.runner._podman")
+        except ImportError:
+            module = None
+        factory = getattr(module, "make_podman_runtime", None)
+        if factory is None:
+            return RefusingRuntime("the podman runner is not available in this build")
+        return factory(config)
+    return RefusingRuntime()
+
+
+def _take_sockets(config: BrokerdConfig) -> tuple[trio.socket.SocketType, trio.socket.SocketType]:
+    activated = listen_fds()
+    if activated is not None:
+        try:
+            broker_fd, admin_fd = activated["broker"], activated["admin"]
+        except KeyError as exc:
+            raise StartFailed(
+                f"socket activation did not pass a socket named {exc.args[0]!r} "
+                "(LISTEN_FDNAMES needs broker and admin)"
+            ) from None
+        return listener_from_fd(broker_fd), listener_from_fd(admin_fd)
+    own = config.own_uid
+    broker_open = any(u != own for u in config.broker_uids)
+    admin_open = config.owner_uid != own
+    same_dir = config.broker_socket.parent == config.admin_socket.parent
+    broker = bind_unix_listener(
+        config.broker_socket, own_uid=own, open_socket=broker_open,
+        shared_dir=broker_open or (same_dir and admin_open),
+    )
+    try:
+        admin = bind_unix_listener(
+            config.admin_socket, own_uid=own, open_socket=admin_open,
+            shared_dir=admin_open or (same_dir and broker_open),
+        )
+    except BaseException:
+        broker.close()
+        raise
+    return broker, admin
+
+
+def _damaged_state_warnings(config: BrokerdConfig, head: int | None,
+                            rebuilt: set[str]) -> list[str]:
+    """State files of sessions the log does not know, that are damaged or unreadable."""
+    out = []
+    for session in list_sessions(config.sessions_dir):
+        if session in rebuilt:
+            continue
+        state = read_state(config.sessions_dir, session, head_seq=head)
+        if state is not None and state.problem is not None:
+            log.warning("session %s: state file %s (%s); used as secret + untrusted. "
+                        "See docs/runbook.md#broker-state-damaged",
+                        session, state.problem, state.detail)
+            out.append(f"session {session}: state file {state.problem}; used as secret + untrusted")
+    return out
+
+
+async def serve(
+    config: BrokerdConfig,
+    *,
+    accept_break: bool = False,
+    fsync: FsyncFn | None = None,
+    write: WriteFn = os.write,
+    state_in_thread: bool = True,
+    handle_signals: bool = False,
+    task_status: trio.TaskStatus[ServeHandle] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run brokerd until stopped.  Raises StartFailed, AuditError, ListenerLost.
+
+    `fsync`: the writer's fsync (default: in a worker thread; None with
+    `[audit] fsync = false`).  Tests under a mock clock pass an inline one.
+    """
+    startup: AuditStartup = await open_audit(config, accept_break=accept_break, fsync=fsync,
+                                             write=write)
+    writer = startup.writer
+    try:
+        await _serve_with_log(config, startup, state_in_thread=state_in_thread,
+                              handle_signals=handle_signals, task_status=task_status)
+    finally:
+        with trio.CancelScope(shield=True):
+            await writer.aclose()
+
+
+async def _serve_with_log(
+    config: BrokerdConfig,
+    startup: AuditStartup,
+    *,
+    state_in_thread: bool,
+    handle_signals: bool,
+    task_status: trio.TaskStatus[ServeHandle],
+) -> None:
+    writer = startup.writer
+    warnings: list[str] = []
+    if not config.fsync:
+        log.warning(FSYNC_OFF_WARNING)
+        warnings.append(FSYNC_OFF_WARNING)
+    report = sync_state_files(config.sessions_dir, startup.taints, head_seq=startup.head_seq,
+                              fsync=config.fsync)
+    for failure in report.failed:
+        log.warning("state file not rewritten: %s", failure)
+    if report.rewritten:
+        log.info("state files rewritten from the audit log: %s", ", ".join(report.rewritten))
+    warnings += _damaged_state_warnings(config, startup.head_seq, set(startup.taints))
+    ledger = Ledger(writer=writer, sessions_dir=config.sessions_dir, taints=startup.taints,
+                    known_sessions=startup.known_sessions, state_fsync=config.fsync,
+                    state_in_thread=state_in_thread)
+    watcher = GrantsWatcher(config.grants)
+    grants, _ = watcher.refresh()
+    if not grants.ok:
+        if getattr(grants, "missing", False):
+            log.warning("the grants directory %r does not exist; every call is denied. "
+                        "See docs/runbook.md#grants-missing", os.fsdecode(config.grants))
+        else:
+            log.warning("the grant set has %d problems; every call is denied. "
+                        "See docs/runbook.md#grants-invalid", len(grants.report.problems))
+    runtime = make_runtime(config)
+    if not runtime.ok:
+        log.warning("runner %s: %s; allowed calls answer runner_unavailable. "
+                    "See docs/runbook.md#runner-unavailable", runtime.kind, runtime.reason)
+    if config.single_uid:
+        log.warning("%s", SINGLE_UID_WARNING)
+        warnings.append(SINGLE_UID_WARNING)
+    daemon = Daemon(config=config, ledger=ledger, watcher=watcher, runtime=runtime,
+                    link=PolicyLink.of(config.protected), version=__version__,
+                    warnings=warnings)
+    try:
+        broker_sock, admin_sock = _take_sockets(config)
+    except SocketSetupError as exc:
+        raise StartFailed(str(exc)) from exc
+    handle = ServeHandle(daemon=daemon, broker_socket=os.fsdecode(config.broker_socket),
+                         admin_socket=os.fsdecode(config.admin_socket))
+    lost: ListenerLost | None = None
+    try:
+        summary = grants.report
+        await ledger.record([Start(
+            version=__version__, pid=U64(os.getpid()),
+            grants=GrantsSummary(ok=summary.ok, count=U64(summary.count), digest=summary.digest),
+        )])
+        log.info("brokerd %s serving: broker %s, admin %s", __version__,
+                 handle.broker_socket, handle.admin_socket)
+        notify("READY=1")
+        task_status.started(handle)
+        async with trio.open_nursery() as background:
+            background.start_soon(ledger.run_state_writer)
+            async with trio.open_nursery() as connections:
+                async with trio.open_nursery() as front:
+
+                    async def listen(sock: trio.socket.SocketType, name: str,
+                                     allowed: frozenset[int], handler: Handler) -> None:
+                        nonlocal lost
+
+                        async def one(conn: trio.socket.SocketType) -> None:
+                            await _connection(conn, name, allowed, handler, daemon)
+
+                        try:
+                            await accept_loop(sock, one, connections, name=name)
+                        except ListenerLost as exc:
+                            lost = exc
+                            handle.stop("listener lost")
+
+                    front.start_soon(listen, broker_sock, "broker.sock",
+                                     frozenset(config.broker_uids), handle_broker)
+                    front.start_soon(listen, admin_sock, "admin.sock",
+                                     frozenset({config.owner_uid}), handle_admin)
+                    front.start_soon(_sweep, daemon)
+                    if handle_signals:
+                        front.start_soon(_watch_signals, handle)
+                    await handle.wait_stop()
+                    front.cancel_scope.cancel()
+                # Stop accepting, then let what runs finish.
+                broker_sock.close()
+                admin_sock.close()
+                notify("STOPPING=1")
+                daemon.stopping = True
+                for scope in list(daemon.idle_scopes):
+                    scope.cancel()
+                with trio.CancelScope(shield=True):
+                    await ledger.expire(ledger.pending.take_all(), reason="shutdown")
+            with trio.CancelScope(shield=True):
+                try:
+                    await ledger.record([Stop(reason=handle.stop_reason)])
+                except AuditUnavailable as exc:
+                    log.error("stop not recorded: %s", exc)
+                await ledger.flush_states()
+            background.cancel_scope.cancel()
+    finally:
+        broker_sock.close()
+        admin_sock.close()
+    if lost is not None:
+        raise lost
+
+
+async def _sweep(daemon: Daemon) -> None:
+    from ._approvals import run_expiry_sweep
+
+    await run_expiry_sweep(daemon.ledger.pending, daemon.ledger.expire)
+
+
+async def _watch_signals(handle: ServeHandle) -> None:
+    import signal
+
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            log.info("brokerd: %s, shutting down", signal.Signals(signum).name)
+            handle.stop("shutdown")
+            return
+
+
+async def _connection(sock: trio.socket.SocketType, name: str, allowed: frozenset[int],
+                      handler: Handler, daemon: Daemon) -> None:
+    """One connection: the peer's uid first, then its handler; failures stay here."""
+    stream = trio.SocketStream(sock)
+    try:
+        try:
+            peer = peer_credentials(sock)
+        except OSError as exc:
+            log.warning("%s: peer credentials unavailable (%s); connection closed", name, exc)
+            return
+        if peer.uid not in allowed:
+            log.warning("%s: refused a peer with uid %d (pid %d): not allowed on this socket. "
+                        "See docs/runbook.md#forbidden-peer", name, peer.uid, peer.pid)
+            await stream.send_all(_forbidden_frame(name, peer.uid))
+            return
+        await handler(stream, peer, daemon)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass
+    except Exception:
+        log.exception("%s: a connection failed (contained; brokerd goes on serving)", name)
+    finally:
+        with trio.CancelScope(shield=True):
+            await stream.aclose()
+
+
+def _forbidden_frame(name: str, uid: int) -> bytes:
+    from ..proto._framing import encode_frame
+
+    return encode_frame(error_frame(
+        None, "forbidden",
+        f"uid {uid} may not connect to {name}. See docs/runbook.md#forbidden-peer",
+        "docs/runbook.md#forbidden-peer",
+    ))
