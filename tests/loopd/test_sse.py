@@ -5,33 +5,19 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import h11
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from boxmaker.loopd._sse import SSEError, SSEEvent, SSEParser
+from tests.fakes.llama_server import FIXTURES
+from tests.fakes.llama_server import capture_body as _capture_body
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "llama-server"
 STREAM_CAPTURES = sorted(FIXTURES.glob("chat-stream-*.http"))
 
 
 def capture_body(path: Path) -> bytes:
-    """The de-chunked body of a captured response (through h11)."""
-    conn = h11.Connection(h11.CLIENT)
-    conn.send(h11.Request(method="POST", target="/", headers=[("Host", "x")]))
-    conn.send(h11.EndOfMessage())
-    conn.receive_data(path.read_bytes())
-    conn.receive_data(b"")
-    body = b""
-    while True:
-        event = conn.next_event()
-        if isinstance(event, h11.Data):
-            body += event.data
-        elif isinstance(event, h11.EndOfMessage):
-            return body
-        elif event is h11.NEED_DATA:
-            raise AssertionError("capture ended early")
+    return _capture_body(path.name)
 
 
 # -- an independent, naive oracle: decode everything, split lines with a regex --
