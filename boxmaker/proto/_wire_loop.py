@@ -204,17 +204,21 @@ class MessageToolCall:
 
 @attrs.frozen(kw_only=True)
 class HistoryMessage:
-    """A chat message in OpenAI's shape, every field present (docs/decisions.md).
+    """A chat message in OpenAI's shape plus its time, every field present.
 
-    system/user: `content` a string, the rest null.  assistant: `content` or
-    `tool_calls` (a non-empty list) or both, `tool_call_id` null.  tool:
-    `content` a string and `tool_call_id` the call it answers.
+    system/user: `content` a string, `tool_calls` and `tool_call_id` null.
+    assistant: `content` a string or null, `tool_calls` null or a non-empty
+    list, `tool_call_id` null; `interrupted` when the turn was cut short and
+    the message kept as received.  tool: `content` a string and
+    `tool_call_id` the call it answers.  (docs/decisions.md, "loop.sock history")
     """
 
     role: Role
     content: str | None
     tool_calls: list[MessageToolCall] | None
     tool_call_id: str | None
+    interrupted: bool
+    ts: str = attrs.field(validator=check_ts)
 
     def __attrs_post_init__(self) -> None:
         if self.role != "assistant" and self.tool_calls is not None:
@@ -224,8 +228,6 @@ class HistoryMessage:
         if self.role == "assistant":
             if self.tool_calls is not None and not self.tool_calls:
                 raise InvalidValue("tool_calls is null or a non-empty list")
-            if self.content is None and self.tool_calls is None:
-                raise InvalidValue("an assistant message has content or tool_calls")
         elif self.content is None:
             raise InvalidValue(f"content must be a string in a {self.role} message")
 
