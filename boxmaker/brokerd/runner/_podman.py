@@ -1,0 +1,513 @@
+"""The podman runtime (08-runner): one fresh container per allowed call.
+
+The argument list is built here as a list (never a shell string); the
+arguments go in on stdin, one JSON answer comes back on stdout, at most
+`output_max_bytes` of it; after `timeout_ms` the container is killed by name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import math
+import os
+import re
+import secrets
+import shutil
+import stat
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from ...proto._errors import DecodeError
+from ...proto._escape import escape_text
+from ...proto._json import dumps, loads_object
+from ._egress import (
+    EgressProxy,
+    ResolveError,
+    Resolver,
+    Seal,
+    open_unix_listener,
+    system_resolver,
+    vet_addresses,
+)
+from ._mounts import Mount, UnsafeTarget, check_host_path
+from ._podman_check import PodmanCheck, check_podman, remove_leftovers
+from ._spec import RunOutcome, RunSpec
+
+log = logging.getLogger("boxmaker.brokerd.runner.podman")
+
+UNAVAILABLE = "See docs/runbook.md#runner-unavailable"
+TOOLS = ("read_file", "list_dir", "write_file", "http_fetch")
+# Inside the container: where the per-call egress directory is mounted.
+EGRESS_MOUNT = "/run/boxmaker-egress"
+EGRESS_SOCKET_NAME = "socks"
+# --unsetenv-all leaves no PATH; this fixed one (not the host's) lets the
+# argument list name `python3` as 08-runner writes it.
+CONTAINER_PATH = "/usr/bin:/bin"
+KILL_GRACE_S = 2.0
+STDERR_KEEP_BYTES = 16 * 1024
+_RESOLVE_TIMEOUT_S = 10.0
+_MEMORY_RE = re.compile(r"[1-9][0-9]{0,12}[bkmg]?")
+_IMAGE_RE = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def _check_image(_i: Any, _a: Any, value: str) -> None:
+    if not _IMAGE_RE.fullmatch(value):
+        raise ValueError(
+            "runner.image must name the tools image by digest (sha256: and 64 hex digits), "
+            "never by tag"
+        )
+
+
+def _check_memory(_i: Any, _a: Any, value: str) -> None:
+    if not _MEMORY_RE.fullmatch(value):
+        raise ValueError("runner.memory must be a size like 256m")
+
+
+def _positive_int(limit: int) -> Any:
+    def check(_i: Any, attribute: Any, value: int) -> None:
+        if isinstance(value, bool) or not 1 <= value <= limit:
+            raise ValueError(f"runner.{attribute.name} must be 1..{limit}")
+
+    return check
+
+
+def _check_cpus(_i: Any, _a: Any, value: float) -> None:
+    if not math.isfinite(value) or not 0.01 <= value <= 1024:
+        raise ValueError("runner.cpus must be 0.01..1024")
+
+
+def _check_output_max(_i: Any, _a: Any, value: int) -> None:
+    if isinstance(value, bool) or not 4096 <= value <= 64 * 1024 * 1024:
+        raise ValueError("runner.output_max_bytes must be 4096..67108864")
+
+
+@attrs.frozen(kw_only=True)
+class PodmanSettings:
+    """The podman keys of brokerd.toml's [runner] table (08-runner)."""
+
+    image: str = attrs.field(validator=_check_image)
+    podman: str = "podman"
+    oci_runtime: str | None = None
+    memory: str = attrs.field(default="256m", validator=_check_memory)
+    pids: int = attrs.field(default=64, validator=_positive_int(1 << 20))
+    cpus: float = attrs.field(default=1.0, validator=_check_cpus)
+    timeout_ms: int = attrs.field(default=30_000, validator=_positive_int(86_400_000))
+    output_max_bytes: int = attrs.field(default=2_097_152, validator=_check_output_max)
+    nofile: int = attrs.field(default=1024, validator=_positive_int(1 << 20))
+    nproc: int = attrs.field(default=512, validator=_positive_int(1 << 22))
+
+
+def instance_id(home: Path) -> str:
+    """First 8 hex digits of SHA-256 of brokerd's home path (08-runner)."""
+    return hashlib.sha256(os.fsencode(home)).hexdigest()[:8]
+
+
+def container_prefix(instance: str) -> str:
+    return f"boxmaker-{instance}-call-"
+
+
+def container_name(instance: str, call_id: int | str) -> str:
+    return f"{container_prefix(instance)}{call_id}"
+
+
+def build_argv(
+    settings: PodmanSettings,
+    *,
+    name: str,
+    uid: int,
+    gid: int,
+    rootless: bool,
+    mounts: Sequence[Mount],
+    command: Sequence[str],
+) -> list[str]:
+    """The podman argument list for one container (golden files: fixtures/runner/)."""
+    argv = [settings.podman]
+    if settings.oci_runtime:
+        argv += ["--runtime", settings.oci_runtime]
+    argv += [
+        "run",
+        "--rm",
+        "--pull=never",
+        "--name",
+        name,
+        "--network=none",
+        "--read-only",
+        "--cap-drop=all",
+        "--security-opt=no-new-privileges",
+        "--user",
+        f"{uid}:{gid}",
+    ]
+    if rootless:
+        argv.append("--userns=keep-id")
+    argv += [
+        "--memory",
+        settings.memory,
+        "--pids-limit",
+        str(settings.pids),
+        "--cpus",
+        repr(float(settings.cpus)),
+        "--ulimit",
+        f"nofile={settings.nofile}:{settings.nofile}",
+        "--ulimit",
+        f"nproc={settings.nproc}:{settings.nproc}",
+        "--tmpfs",
+        "/tmp:size=16m",
+        "--unsetenv-all",
+        "--env",
+        f"PATH={CONTAINER_PATH}",
+        # No log file: what a tool prints (file contents) is never kept on disk.
+        "--log-driver=none",
+        "--interactive",
+    ]
+    for mount in mounts:
+        argv += ["--mount", mount.argument()]
+    argv.append(settings.image)
+    argv += list(command)
+    return argv
+
+
+def toolkit_command(tool: str) -> list[str]:
+    return ["python3", "-m", "boxmaker.toolkit", tool]
+
+
+def build_request(args: dict[str, Any], output_max_bytes: int, egress_socket: str | None) -> bytes:
+    """The toolkit's stdin: ``{"args", "limits": {"output_max_bytes"}, "egress"?}``."""
+    request: dict[str, Any] = {"args": args, "limits": {"output_max_bytes": output_max_bytes}}
+    if egress_socket is not None:
+        request["egress"] = {"socket": egress_socket}
+    return dumps(request).encode("utf-8")
+
+
+def parse_answer(stdout: bytes) -> RunOutcome | None:
+    """The toolkit's answer as an outcome, or None when it is not one."""
+    try:
+        answer = loads_object(stdout)
+    except DecodeError:
+        return None
+    if set(answer) == {"ok"} and isinstance(answer["ok"], dict):
+        return RunOutcome(status="ok", output=answer["ok"])
+    if set(answer) == {"error"}:
+        err = answer["error"]
+        if (
+            isinstance(err, dict)
+            and set(err) == {"code", "message"}
+            and isinstance(err["code"], str)
+            and isinstance(err["message"], str)
+        ):
+            return RunOutcome(
+                status="tool_failed", output={"error": err}, message=escape_text(err["message"])
+            )
+    return None
+
+
+def _failed(code: str, message: str) -> RunOutcome:
+    return RunOutcome(
+        status="tool_failed", output={"error": {"code": code, "message": message}}, message=message
+    )
+
+
+def split_url(url: str) -> tuple[str, str, int]:
+    """(scheme, host, port) of a URL already of 03-policy's grammar."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme not in ("https", "http"):
+        raise UnsafeTarget("the URL is not http:// or https://")
+    authority = re.split(r"[/?]", rest, maxsplit=1)[0]
+    host, sep, port_text = authority.partition(":")
+    port = 443 if scheme == "https" else 80
+    if sep:
+        if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+            raise UnsafeTarget("the URL's port is not valid")
+        port = int(port_text)
+    if not host:
+        raise UnsafeTarget("the URL has no host")
+    return scheme, host, port
+
+
+@attrs.frozen
+class _Exit:
+    returncode: int | None
+    stdout: bytes
+    stderr: bytes
+    too_large: bool
+    timed_out: bool
+
+
+async def _read_capped(stream: trio.abc.ReceiveStream, keep: int) -> tuple[bytes, bool]:
+    """Up to `keep` bytes, and whether more came (the rest is read and dropped)."""
+    buf = bytearray()
+    more = False
+    while chunk := await stream.receive_some(65536):
+        room = keep - len(buf)
+        if len(chunk) > room:
+            more = True
+        buf += chunk[: max(room, 0)]
+    return bytes(buf), more
+
+
+class PodmanRuntime:
+    """The podman runtime: implements the Runtime protocol of the runner seam.
+
+    Call `start()` once before serving: it runs the start-up check and removes
+    this installation's leftover containers.  Until it reports ok, every call
+    answers runner_unavailable with the check's reason.
+    """
+
+    def __init__(
+        self,
+        settings: PodmanSettings,
+        home: Path,
+        *,
+        resolver: Resolver | None = None,
+        egress_root: Path | None = None,
+        trial_run: bool = True,
+    ) -> None:
+        self.settings = settings
+        self.instance = instance_id(home)
+        self._resolver: Resolver = resolver or system_resolver
+        self._egress_root = egress_root or Path(tempfile.gettempdir()) / (
+            f"boxmaker-{self.instance}-egress"
+        )
+        self._trial_run = trial_run
+        self._uid = os.getuid()
+        self._gid = os.getgid()
+        self.check_result = PodmanCheck(
+            ok=False,
+            image=settings.image,
+            reason=f"the podman runner has not been checked yet. {UNAVAILABLE}",
+        )
+
+    # -- start-up ------------------------------------------------------------
+
+    async def start(self) -> PodmanCheck:
+        """The start-up check, then removal of leftover containers; returns the check."""
+        trial = None
+        if self._trial_run:
+            probe = await check_podman(self.settings.podman, self.settings.image, None)
+            if not probe.ok:
+                self.check_result = probe
+                return probe
+            trial = self.argv(
+                name=container_name(self.instance, "check"),
+                mounts=[],
+                command=["python3", "-c", "import boxmaker.toolkit"],
+                rootless=probe.rootless,
+            )
+        result = await check_podman(self.settings.podman, self.settings.image, trial)
+        if result.ok:
+            try:
+                await remove_leftovers(self.settings.podman, container_prefix(self.instance))
+            except Exception as exc:  # noqa: BLE001 - logged; a leftover never blocks serving
+                log.warning("could not remove leftover tool containers: %s", exc)
+        self.check_result = result
+        if not result.ok:
+            log.warning("runner unavailable: %s", result.reason)
+        return result
+
+    def argv(
+        self,
+        *,
+        name: str,
+        mounts: Sequence[Mount],
+        command: Sequence[str],
+        rootless: bool | None = None,
+    ) -> list[str]:
+        return build_argv(
+            self.settings,
+            name=name,
+            uid=self._uid,
+            gid=self._gid,
+            rootless=self.check_result.rootless if rootless is None else rootless,
+            mounts=mounts,
+            command=command,
+        )
+
+    async def aclose(self) -> None:
+        """Nothing is kept between calls; every call cleans up after itself."""
+
+    # -- one call --------------------------------------------------------------
+
+    async def run(self, spec: RunSpec) -> RunOutcome:
+        if not self.check_result.ok:
+            reason = self.check_result.reason
+            return RunOutcome(status="runner_unavailable", output=None, message=reason)
+        if spec.tool not in TOOLS:
+            return RunOutcome(
+                status="runner_unavailable",
+                output=None,
+                message=f"the podman runner has no tool {_one_line(spec.tool)}. {UNAVAILABLE}",
+            )
+        try:
+            if spec.tool == "http_fetch":
+                return await self._run_fetch(spec)
+            mount = self._file_mount(spec)
+        except UnsafeTarget as exc:
+            return RunOutcome(status="unsafe_target", output=None, message=str(exc))
+        return await self._run_container(spec, [mount], None)
+
+    def _file_mount(self, spec: RunSpec) -> Mount:
+        path = spec.args.get("path")
+        if not isinstance(path, str) or spec.grant_entry is None:
+            raise UnsafeTarget("the call has no path or no grant path")
+        return check_host_path(spec.grant_entry, path, writable=spec.tool == "write_file")
+
+    async def _run_fetch(self, spec: RunSpec) -> RunOutcome:
+        url = spec.args.get("url")
+        if not isinstance(url, str):
+            raise UnsafeTarget("the call has no URL")
+        _scheme, host, port = split_url(url)
+        try:
+            with trio.fail_after(_RESOLVE_TIMEOUT_S):
+                addresses = await self._resolver(host, port)
+        except ResolveError as exc:
+            raise UnsafeTarget(f"{host}: {exc}") from exc
+        except trio.TooSlowError as exc:
+            raise UnsafeTarget(f"{host}: the name did not resolve in time") from exc
+        problem = vet_addresses(addresses, spec.private_network)
+        if problem is not None:
+            raise UnsafeTarget(f"{host} resolves to an address that may not be reached: {problem}")
+        call_dir = self._make_call_dir(spec.call_id)
+        try:
+            listener = await open_unix_listener(call_dir / EGRESS_SOCKET_NAME)
+            proxy = EgressProxy(Seal(host=host, port=port, addresses=tuple(addresses)))
+            async with listener, trio.open_nursery() as nursery:
+                await nursery.start(proxy.serve, listener)
+                mount = Mount(source=str(call_dir), destination=EGRESS_MOUNT, read_only=False)
+                outcome = await self._run_container(
+                    spec, [mount], f"{EGRESS_MOUNT}/{EGRESS_SOCKET_NAME}"
+                )
+                nursery.cancel_scope.cancel()
+            return outcome
+        finally:
+            shutil.rmtree(call_dir, ignore_errors=True)
+
+    def _make_call_dir(self, call_id: int) -> Path:
+        root = self._egress_root
+        try:
+            root.mkdir(mode=0o700, exist_ok=True)
+            st = root.lstat()
+        except OSError as exc:
+            raise UnsafeTarget(f"the egress directory cannot be made ({exc.strerror})") from exc
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != self._uid or st.st_mode & 0o077:
+            raise UnsafeTarget("the egress directory is not a private directory of brokerd's")
+        call_dir = root / f"{call_id}-{secrets.token_hex(4)}"
+        call_dir.mkdir(mode=0o700)
+        return call_dir
+
+    async def _run_container(
+        self, spec: RunSpec, mounts: list[Mount], egress_socket: str | None
+    ) -> RunOutcome:
+        name = container_name(self.instance, spec.call_id)
+        argv = self.argv(name=name, mounts=mounts, command=toolkit_command(spec.tool))
+        request = build_request(spec.args, self.settings.output_max_bytes, egress_socket)
+        try:
+            done = await self._execute(argv, name, request)
+        except OSError as exc:
+            return RunOutcome(
+                status="runner_unavailable",
+                output=None,
+                message=f"podman could not be started ({exc.strerror}). {UNAVAILABLE}",
+            )
+        if done.stderr:
+            log.info(
+                "call %d: container stderr: %s",
+                spec.call_id,
+                escape_text(done.stderr.decode("utf-8", "replace")),
+            )
+        if done.timed_out:
+            return RunOutcome(
+                status="timeout",
+                output=None,
+                message=f"the tool ran past {self.settings.timeout_ms} ms and was killed",
+            )
+        if done.too_large:
+            return _failed("output_too_large", "output too large")
+        outcome = parse_answer(done.stdout)
+        if outcome is not None:
+            return outcome
+        if done.returncode in (125, 126, 127) and not done.stdout:
+            err = escape_text(done.stderr[-2048:].decode("utf-8", "replace").strip())
+            return RunOutcome(
+                status="runner_unavailable",
+                output=None,
+                message=f"podman could not run the container: {err}. {UNAVAILABLE}",
+            )
+        if done.returncode == 137:
+            return _failed("killed", "the tool was killed (out of memory?)")
+        return _failed("no_answer", f"the toolkit gave no answer (exit {done.returncode})")
+
+    async def _execute(self, argv: list[str], name: str, request: bytes) -> _Exit:
+        cap = self.settings.output_max_bytes
+        process = await trio.lowlevel.open_process(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        assert process.stdin and process.stdout and process.stderr
+        stdout = b""
+        stderr = b""
+        too_large = False
+        timed_out = False
+        try:
+            with trio.move_on_after(self.settings.timeout_ms / 1000) as scope:
+
+                async def feed() -> None:
+                    assert process.stdin
+                    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                        await process.stdin.send_all(request)
+                    await process.stdin.aclose()
+
+                async def collect_out() -> None:
+                    nonlocal stdout, too_large
+                    assert process.stdout
+                    stdout, too_large = await _read_capped(process.stdout, cap)
+                    if too_large:
+                        # Not waiting for a tool that keeps writing.
+                        await self._kill(name)
+
+                async def collect_err() -> None:
+                    nonlocal stderr
+                    assert process.stderr
+                    stderr, _ = await _read_capped(process.stderr, STDERR_KEEP_BYTES)
+
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(feed)
+                    nursery.start_soon(collect_out)
+                    nursery.start_soon(collect_err)
+                await process.wait()
+            if scope.cancelled_caught:
+                timed_out = True
+                await self._kill(name)
+                with trio.move_on_after(KILL_GRACE_S):
+                    await process.wait()
+        finally:
+            with trio.CancelScope(shield=True):
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()
+                if timed_out or process.returncode not in (0, None):
+                    # --rm removes the container on a normal exit; after a kill
+                    # or a failure make sure nothing is left behind.
+                    await self._kill(name)
+                for pipe in (process.stdin, process.stdout, process.stderr):
+                    await pipe.aclose()
+        return _Exit(process.returncode, stdout, stderr, too_large, timed_out)
+
+    async def _kill(self, name: str) -> None:
+        """Kill and remove the container by name (shielded: it runs during cancellation)."""
+        with trio.CancelScope(shield=True), trio.move_on_after(30):
+            await trio.run_process(
+                [self.settings.podman, "rm", "--force", "--ignore", "--time", "0", name],
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+            )
+
+
+def _one_line(text: str) -> str:
+    return escape_text(text, keep_newlines=False)

@@ -1,0 +1,142 @@
+"""brokerd's start-up check of podman and the tools image (08-runner).
+
+At start brokerd checks that podman runs, that the image with the configured
+digest exists locally, and that the limits will be enforced (a rootless podman
+on cgroup v1 or hybrid cgroups silently ignores --memory, --pids-limit and
+--cpus).  If not, it still serves, but every allowed call answers
+runner_unavailable and `bxctl status` shows the reason.  The check ends with a
+trial run of the image with the real argument list.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+
+import attrs
+import trio
+
+from ...proto._escape import escape_text
+
+log = logging.getLogger("boxmaker.brokerd.runner.podman")
+
+_COMMAND_TIMEOUT_S = 60.0
+_STDERR_KEEP = 4096
+REQUIRED_CONTROLLERS = ("memory", "pids", "cpu")
+
+
+class PodmanCommandError(Exception):
+    """A podman command could not run or failed (the environment's fault)."""
+
+
+@attrs.frozen(kw_only=True)
+class PodmanCheck:
+    """What the start-up check found: `ok`, the image, and why not when not."""
+
+    ok: bool
+    image: str
+    reason: str | None
+    rootless: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class PodmanInfo:
+    rootless: bool
+    cgroup_version: str
+    controllers: tuple[str, ...]
+    oci_runtime: str
+
+
+async def podman_command(
+    argv: Sequence[str], *, timeout_s: float = _COMMAND_TIMEOUT_S, stdin: bytes = b""
+) -> bytes:
+    """Run a short podman command; its stdout, or PodmanCommandError."""
+    try:
+        with trio.fail_after(timeout_s):
+            done = await trio.run_process(
+                list(argv), stdin=stdin, capture_stdout=True, capture_stderr=True, check=False
+            )
+    except OSError as exc:
+        raise PodmanCommandError(f"{argv[0]} could not be started ({exc.strerror or exc})") from exc
+    except trio.TooSlowError as exc:
+        raise PodmanCommandError(f"`{' '.join(argv[:3])}` did not finish in time") from exc
+    if done.returncode != 0:
+        err = escape_text(done.stderr[-_STDERR_KEEP:].decode("utf-8", "replace").strip())
+        raise PodmanCommandError(f"`{' '.join(argv[:3])}` failed (exit {done.returncode}): {err}")
+    return bytes(done.stdout)
+
+
+def parse_info(raw: bytes) -> PodmanInfo:
+    """The parts of `podman info --format json` the check needs."""
+    try:
+        info = json.loads(raw)
+        host = info["host"]
+        controllers = host.get("cgroupControllers") or []
+        return PodmanInfo(
+            rootless=bool(host["security"]["rootless"]),
+            cgroup_version=str(host["cgroupVersion"]),
+            controllers=tuple(str(c) for c in controllers),
+            oci_runtime=str(host.get("ociRuntime", {}).get("name", "")),
+        )
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise PodmanCommandError("`podman info` gave an answer this brokerd cannot read") from exc
+
+
+def limits_problem(info: PodmanInfo) -> str | None:
+    """Why podman would not enforce --memory/--pids-limit/--cpus, or None."""
+    if info.cgroup_version != "v2" and info.rootless:
+        return (
+            f"podman is rootless on cgroup {info.cgroup_version}, where it silently ignores "
+            "--memory, --pids-limit and --cpus"
+        )
+    missing = [c for c in REQUIRED_CONTROLLERS if c not in info.controllers]
+    if missing:
+        return f"the cgroup controllers {', '.join(missing)} are not available to podman"
+    return None
+
+
+async def check_podman(podman: str, image: str, trial_argv: Sequence[str] | None) -> PodmanCheck:
+    """The start-up check; `trial_argv` (built for the same image) runs last when given."""
+
+    def fail(reason: str, rootless: bool = False) -> PodmanCheck:
+        return PodmanCheck(
+            ok=False,
+            image=image,
+            reason=f"{reason}. See docs/runbook.md#runner-unavailable",
+            rootless=rootless,
+        )
+
+    try:
+        info = parse_info(await podman_command([podman, "info", "--format", "json"]))
+    except PodmanCommandError as exc:
+        return fail(f"podman does not run: {exc}")
+    problem = limits_problem(info)
+    if problem is not None:
+        return fail(problem, info.rootless)
+    try:
+        await podman_command([podman, "image", "exists", image])
+    except PodmanCommandError:
+        return fail(f"the tools image {image} is not in podman's local storage", info.rootless)
+    if trial_argv is not None:
+        try:
+            await podman_command(trial_argv)
+        except PodmanCommandError as exc:
+            return fail(f"a trial run of the tools image failed: {exc}", info.rootless)
+    return PodmanCheck(ok=True, image=image, reason=None, rootless=info.rootless)
+
+
+async def remove_leftovers(podman: str, prefix: str) -> list[str]:
+    """Remove this installation's containers named `prefix`* that a crash left behind.
+
+    Returns the names removed.  Nothing is recorded in the audit log: it already
+    shows those calls as unfinished.
+    """
+    raw = await podman_command(
+        [podman, "ps", "--all", "--filter", f"name=^{prefix}", "--format", "{{.Names}}"]
+    )
+    names = [n for n in raw.decode("utf-8", "replace").split() if n.startswith(prefix)]
+    if names:
+        await podman_command([podman, "rm", "--force", "--ignore", "--time", "0", *names])
+        log.warning("removed %d leftover tool container(s): %s", len(names), ", ".join(names))
+    return names
