@@ -256,7 +256,7 @@ class _TableCheck:
         )
         if name not in self.table:
             if needs:
-                self.problem("G6", f"a {tool} grant needs {name}")
+                self.problem("G6", f"a grant for {tool} needs {name}")
             return []
         if name not in allowed:
             return []
@@ -301,6 +301,8 @@ class _TableCheck:
 
 def parse_host_pattern(text: str) -> tuple[HostPattern | None, str | None]:
     """A host pattern, or None and why it is not one (G8)."""
+    if text.startswith("["):
+        return None, "host grammar: an IP literal is never a host"
     rest, colon, port_text = text.partition(":")
     port: int | None = None
     if colon:
