@@ -16,6 +16,8 @@ MAX_WRITE_BYTES = 1024 * 1024
 # The smallest list_dir entry encodes to more than this many bytes, so no more
 # than cap // _MIN_ENTRY_BYTES entries can ever fit.
 _MIN_ENTRY_BYTES = 40
+# A directory with more names than this is listed from an arbitrary subset.
+_MAX_NAMES = 1_000_000
 
 
 def _read_at_most(fd: int, limit: int) -> bytes:
@@ -74,26 +76,34 @@ def list_dir(args: dict[str, Any], cap: int) -> bytes:
     path = _str_arg(args, "path")
     _only(args, {"path"})
     fd = open_path(path, os.O_RDONLY | os.O_DIRECTORY)
+    # Entries are sorted by name before the cut, so a truncated listing is
+    # the first names in byte order; only those that can fit are stat'ed.
     limit = cap // _MIN_ENTRY_BYTES + 1
+    names: list[bytes] = []
     raw: list[tuple[bytes, int, int]] = []
     complete = True
     try:
         with os.scandir(fd) as it:
             for entry in it:
-                if len(raw) >= limit:
+                if len(names) >= _MAX_NAMES:
                     complete = False
                     break
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                    mode, size = st.st_mode, st.st_size
-                except OSError:
-                    mode, size = 0, 0
-                raw.append((os.fsencode(entry.name), mode, size))
+                names.append(os.fsencode(entry.name))
+        names.sort()
+        if len(names) > limit:
+            complete = False
+            del names[limit:]
+        for name in names:
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                mode, size = st.st_mode, st.st_size
+            except OSError:
+                mode, size = 0, 0
+            raw.append((name, mode, size))
     except OSError as exc:
         raise os_error(exc, "listing the directory") from exc
     finally:
         os.close(fd)
-    raw.sort(key=lambda item: item[0])
     entries = [_entry(name, mode, size) for name, mode, size in raw]
 
     def build(items: Sequence[dict[str, Any]], truncated: bool) -> dict[str, Any]:
