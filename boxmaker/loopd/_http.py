@@ -537,7 +537,8 @@ async def fetch(
 # -- a streamed answer ---------------------------------------------------------------
 
 
-def _stream_error(endpoint: Endpoint, text: str) -> InferenceStreamError:
+def stream_error(text: str, endpoint: Endpoint | None = None) -> InferenceStreamError:
+    """The typed error for an error reported in a stream (`text`: its JSON)."""
     error: dict[str, Any] | None = None
     try:
         value = loads_value(text)
@@ -548,8 +549,9 @@ def _stream_error(endpoint: Endpoint, text: str) -> InferenceStreamError:
         if isinstance(inner, dict):
             error = inner
     detail = describe_error_object(error) if error is not None else shown(text)
+    server = f"the inference server at {endpoint}" if endpoint else "the inference server"
     return InferenceStreamError(
-        f"the inference server at {endpoint} reported an error during the answer: {detail}"
+        f"{server} reported an error during the answer: {detail}"
         " docs/runbook.md#inference-unavailable",
         error=error,
         text=text,
@@ -677,11 +679,11 @@ class SSEStream:
             queue.clear()
             raise StopAsyncIteration
         if event.data is not None and event.data.startswith('{"error"'):
-            raise _stream_error(self._endpoint, event.data)
+            raise stream_error(event.data, self._endpoint)
         if event.fields:
             old_error = event.field("error")
             if old_error is not None:
-                raise _stream_error(self._endpoint, old_error)
+                raise stream_error(old_error, self._endpoint)
         return event
 
     async def _receive_more(self) -> None:
