@@ -44,7 +44,7 @@ from ..proto._wire_admin import (
 )
 from ._approvals import PendingApproval
 from ._audit_writer import AuditUnavailable
-from ._broker import bad_frame_answer, read_request
+from ._broker import bad_frame_answer, linger_close, read_request
 from ._context import Daemon
 from ._ledger import NoSuchApproval, NoSuchSession, NotLower, Ruling
 from ._sockets import PeerCred
@@ -103,6 +103,7 @@ async def handle_admin(stream: trio.abc.Stream, peer: PeerCred, daemon: Daemon) 
         request_id, error = bad_frame_answer(body, exc)
         log.warning("admin.sock: bad frame from pid %d uid %d: %s", peer.pid, peer.uid, exc)
         await send_frame(stream, encode_admin_answer(request_id, error))
+        await linger_close(stream)
         return
     answer = await _dispatch(request, peer, daemon)
     await send_frame(stream, encode_admin_answer(request.id, answer))

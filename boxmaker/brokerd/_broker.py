@@ -52,6 +52,30 @@ async def send_answer(stream: trio.abc.SendStream, request_id: int | None,
     await send_frame(stream, encode_broker_answer(request_id, answer))
 
 
+LINGER_SECONDS = 1.0
+LINGER_BYTES = 1 << 20
+
+
+async def linger_close(stream: trio.abc.Stream) -> None:
+    """After an error answer: half-close, then discard what the peer still sends.
+
+    Closing a socket with unread input makes the kernel reset the connection,
+    and the peer may lose our answer; this lets the answer arrive first.
+    """
+    try:
+        if isinstance(stream, trio.SocketStream):
+            await stream.send_eof()
+        drained = 0
+        with trio.move_on_after(LINGER_SECONDS):
+            while drained < LINGER_BYTES:
+                data = await stream.receive_some(65536)
+                if not data:
+                    break
+                drained += len(data)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass
+
+
 def denied(code: str, reason: str, grant: str | None) -> Denied:
     return Denied(code=code, reason=reason, grant=grant,  # type: ignore[arg-type]
                   runbook=DENIAL_RUNBOOKS[code])  # type: ignore[index]
@@ -76,6 +100,7 @@ async def read_request(stream: trio.abc.Stream, daemon: Daemon,
             except FrameError as exc:
                 await send_frame(stream, encode_error(None, error_answer(
                     "bad_frame", f"bad frame: {exc}. See docs/runbook.md#bad-frame")))
+                await linger_close(stream)
                 return None
         if scope.cancelled_caught:
             if not daemon.stopping:
@@ -104,6 +129,7 @@ async def handle_broker(stream: trio.abc.Stream, peer: PeerCred, daemon: Daemon)
         request_id, answer = bad_frame_answer(body, exc)
         log.warning("broker.sock: bad frame from pid %d uid %d: %s", peer.pid, peer.uid, exc)
         await send_answer(stream, request_id, answer)
+        await linger_close(stream)
         return
     await _handle_call(stream, peer, daemon, request)
 

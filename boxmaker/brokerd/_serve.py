@@ -28,7 +28,7 @@ from ..proto._wire import error_frame
 from ._admin import handle_admin
 from ._audit_link import AuditStartup, open_audit
 from ._audit_writer import AuditUnavailable, FsyncFn, WriteFn
-from ._broker import handle_broker
+from ._broker import handle_broker, linger_close
 from ._config import BrokerdConfig
 from ._context import Daemon
 from ._ledger import Ledger
@@ -309,6 +309,7 @@ async def _connection(sock: trio.socket.SocketType, name: str, allowed: frozense
             log.warning("%s: refused a peer with uid %d (pid %d): not allowed on this socket. "
                         "See docs/runbook.md#forbidden-peer", name, peer.uid, peer.pid)
             await stream.send_all(_forbidden_frame(name, peer.uid))
+            await linger_close(stream)
             return
         await handler(stream, peer, daemon)
     except (trio.BrokenResourceError, trio.ClosedResourceError):
