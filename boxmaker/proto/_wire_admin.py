@@ -27,6 +27,37 @@ from ._wire import (
     tag_table,
 )
 
+__all__ = [
+    "ADMIN_ANSWER_TAGS",
+    "ADMIN_REQUEST_TAGS",
+    "AdminAnswer",
+    "AdminRequest",
+    "AdminRequestBody",
+    "Approval",
+    "ApprovalList",
+    "ApprovalRequest",
+    "ApprovalsRequest",
+    "ApproveRequest",
+    "AuditStatus",
+    "DeclassifyRequest",
+    "GrantProblem",
+    "GrantRule",
+    "GrantsCheckRequest",
+    "GrantsReport",
+    "GrantsStatus",
+    "RefuseRequest",
+    "RunnerKind",
+    "RunnerStatus",
+    "SessionInfo",
+    "SessionRequest",
+    "Status",
+    "StatusRequest",
+    "decode_admin_answer",
+    "decode_admin_request",
+    "encode_admin_answer",
+    "encode_admin_request",
+]
+
 # --- requests -------------------------------------------------------------------
 
 
@@ -94,7 +125,8 @@ AdminRequestBody = (
 class AdminRequest:
     """A decoded admin.sock request frame."""
 
-    id: U64
+    id: int
+    """The client's u64 request id (checked when encoded and decoded)."""
     body: AdminRequestBody
 
 
@@ -221,7 +253,7 @@ _ANSWER_BY_CLASS = tag_table(ADMIN_ANSWER_TAGS)
 def decode_admin_request(body: bytes | str) -> AdminRequest:
     """An admin.sock request frame body -> AdminRequest (DecodeError/BadVersion)."""
     request_id, _tag, message = decode_request(body, ADMIN_REQUEST_TAGS)
-    return AdminRequest(id=U64(request_id), body=message)
+    return AdminRequest(id=request_id, body=message)
 
 
 def encode_admin_request(request: AdminRequest) -> bytes:

@@ -28,6 +28,22 @@ from ._wire import (
     tag_table,
 )
 
+__all__ = [
+    "BROKER_ANSWER_TAGS",
+    "BROKER_REQUEST_TAGS",
+    "BrokerAnswer",
+    "BrokerRequest",
+    "Call",
+    "Denied",
+    "Pending",
+    "Result",
+    "ResultStatus",
+    "decode_broker_answer",
+    "decode_broker_request",
+    "encode_broker_answer",
+    "encode_broker_request",
+]
+
 
 @attrs.frozen(kw_only=True)
 class Call:
@@ -42,7 +58,8 @@ class Call:
 class BrokerRequest:
     """A decoded broker.sock request frame."""
 
-    id: U64
+    id: int
+    """The client's u64 request id (checked when encoded and decoded)."""
     call: Call
 
 
@@ -114,7 +131,7 @@ _ANSWER_BY_CLASS = tag_table(BROKER_ANSWER_TAGS)
 def decode_broker_request(body: bytes | str) -> BrokerRequest:
     """A broker.sock request frame body -> BrokerRequest (DecodeError/BadVersion)."""
     request_id, _tag, call = decode_request(body, BROKER_REQUEST_TAGS)
-    return BrokerRequest(id=U64(request_id), call=call)
+    return BrokerRequest(id=request_id, call=call)
 
 
 def encode_broker_request(request: BrokerRequest) -> bytes:

@@ -27,6 +27,44 @@ from ._wire import (
 )
 from ._wire_broker import ResultStatus
 
+__all__ = [
+    "EVENT_TAGS",
+    "LOOP_FRAME_TAGS",
+    "LOOP_REQUEST_TAGS",
+    "MAX_SAY_BYTES",
+    "ApprovalPendingEvent",
+    "BrokerLinkStatus",
+    "ConversationSummary",
+    "Conversations",
+    "ConversationsRequest",
+    "Done",
+    "Event",
+    "Finish",
+    "FunctionCall",
+    "History",
+    "HistoryMessage",
+    "HistoryRequest",
+    "InferenceStatus",
+    "LoopFrame",
+    "LoopRequest",
+    "LoopRequestBody",
+    "LoopStatus",
+    "LoopStatusRequest",
+    "MessageToolCall",
+    "Role",
+    "SayRequest",
+    "TextEvent",
+    "ToolCallEvent",
+    "ToolDeniedCode",
+    "ToolDeniedEvent",
+    "ToolResultEvent",
+    "Usage",
+    "decode_loop_frame",
+    "decode_loop_request",
+    "encode_loop_frame",
+    "encode_loop_request",
+]
+
 MAX_SAY_BYTES: Final = 64 * 1024
 
 # --- requests -------------------------------------------------------------------
@@ -68,7 +106,8 @@ LoopRequestBody = SayRequest | LoopStatusRequest | HistoryRequest | Conversation
 class LoopRequest:
     """A decoded loop.sock request frame."""
 
-    id: U64
+    id: int
+    """The client's u64 request id (checked when encoded and decoded)."""
     body: LoopRequestBody
 
 
@@ -283,7 +322,7 @@ _FRAME_BY_CLASS = tag_table(LOOP_FRAME_TAGS)
 def decode_loop_request(body: bytes | str) -> LoopRequest:
     """A loop.sock request frame body -> LoopRequest (DecodeError/BadVersion)."""
     request_id, _tag, message = decode_request(body, LOOP_REQUEST_TAGS)
-    return LoopRequest(id=U64(request_id), body=message)
+    return LoopRequest(id=request_id, body=message)
 
 
 def encode_loop_request(request: LoopRequest) -> bytes:
