@@ -42,8 +42,12 @@ def test_read_a_binary_file_as_base64(tmp_path: Path) -> None:
 def test_a_big_file_is_truncated_to_the_cap(tmp_path: Path) -> None:
     (tmp_path / "big").write_bytes(b"x" * 100_000)
     cap = 5000
-    raw = run("read_file", json.dumps({"args": {"path": str(tmp_path / "big")},
-                                        "limits": {"output_max_bytes": cap}}).encode())
+    raw = run(
+        "read_file",
+        json.dumps(
+            {"args": {"path": str(tmp_path / "big")}, "limits": {"output_max_bytes": cap}}
+        ).encode(),
+    )
     assert len(raw) == cap  # ASCII content: the longest prefix fills the cap exactly
     out = json.loads(raw)["ok"]
     assert out["truncated"] is True
@@ -103,8 +107,10 @@ def test_write_create_replace_append(tmp_path: Path) -> None:
 
 
 def test_write_refuses_too_much_content(tmp_path: Path) -> None:
-    out = call("write_file", {"path": str(tmp_path / "f"), "content": "x" * (1024 * 1024 + 1),
-                              "mode": "create"})
+    out = call(
+        "write_file",
+        {"path": str(tmp_path / "f"), "content": "x" * (1024 * 1024 + 1), "mode": "create"},
+    )
     assert out["error"]["code"] == "too_large"
     assert not (tmp_path / "f").exists()
 
@@ -159,8 +165,13 @@ def test_the_module_runs_as_a_program(tmp_path: Path) -> None:
         timeout=30,
     )
     assert json.loads(done.stdout)["ok"]["content"] == "hi"
-    usage = subprocess.run([sys.executable, "-m", "boxmaker.toolkit", "rm"], capture_output=True,
-                           cwd=REPO, timeout=30, check=False)
+    usage = subprocess.run(
+        [sys.executable, "-m", "boxmaker.toolkit", "rm"],
+        capture_output=True,
+        cwd=REPO,
+        timeout=30,
+        check=False,
+    )
     assert usage.returncode == 2
 
 

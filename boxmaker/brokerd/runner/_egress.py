@@ -152,7 +152,8 @@ class EgressProxy:
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        async with trio.open_nursery() as nursery:
+        """Serve until cancelled; the listener is closed on the way out."""
+        async with listener, trio.open_nursery() as nursery:
             task_status.started()
             while True:
                 stream = await listener.accept()

@@ -377,9 +377,10 @@ class PodmanRuntime:
         try:
             listener = await open_unix_listener(call_dir / EGRESS_SOCKET_NAME)
             proxy = EgressProxy(Seal(host=host, port=port, addresses=tuple(addresses)))
-            async with listener, trio.open_nursery() as nursery:
+            async with trio.open_nursery() as nursery:
                 await nursery.start(proxy.serve, listener)
-                mount = Mount(source=str(call_dir), destination=EGRESS_MOUNT, read_only=False)
+                # Read-only: connecting to a socket needs no write access to its file system.
+                mount = Mount(source=str(call_dir), destination=EGRESS_MOUNT, read_only=True)
                 outcome = await self._run_container(
                     spec, [mount], f"{EGRESS_MOUNT}/{EGRESS_SOCKET_NAME}"
                 )
