@@ -6,6 +6,8 @@ import copy
 import datetime as dt
 import json
 import re
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -575,3 +577,18 @@ def test_history_answer_carries_what_loopd_stores() -> None:
     ]
     assert messages[1].tool_calls[0].function.name == "read_file"
     assert messages[-1].interrupted and messages[-1].content is None
+
+
+def test_wire_modules_do_no_io() -> None:
+    """The wire layer is pure: importing it pulls in no event loop (trio, asyncio)."""
+    code = (
+        "import sys\n"
+        "import boxmaker.proto._wire_admin, boxmaker.proto._wire_broker\n"
+        "import boxmaker.proto._wire_loop\n"
+        "bad = sorted(m for m in ('trio', 'asyncio') if m in sys.modules)\n"
+        "print(','.join(bad))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert result.stdout.strip() == ""
