@@ -200,7 +200,11 @@ def format_ts(moment: dt.datetime) -> str:
     """
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise ValueError("format_ts needs an aware datetime")
-    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    utc = moment.astimezone(dt.UTC)
+    return (
+        f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}T"
+        f"{utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}.{utc.microsecond:06d}Z"
+    )
 
 
 def ts_from_unix(seconds: float) -> str:
