@@ -48,7 +48,13 @@ from ..proto._json import canonical, dumps_bytes
 from ..proto._taint import FAIL_CLOSED, NEW_SESSION, Label, Taint
 from ._approvals import Answer, PendingApproval, PendingTable
 from ._audit_writer import AuditUnavailable, AuditWriter
-from ._state import SessionState, StateWriteError, read_state, write_state
+from ._state import (
+    SessionState,
+    StateWriteError,
+    ensure_sessions_dir,
+    read_state,
+    write_state,
+)
 
 log = logging.getLogger("brokerd")
 
@@ -396,8 +402,9 @@ class Ledger:
             return
         taint, seq = entry.durable
         try:
+            ensure_sessions_dir(self.sessions_dir)
             write_state(self.sessions_dir, session, taint, seq, fsync=self._state_fsync)
-        except StateWriteError as exc:
+        except (StateWriteError, OSError) as exc:
             log.warning("state file not written: %s (the audit log has the taint)", exc)
 
     async def flush_states(self) -> None:

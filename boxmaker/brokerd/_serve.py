@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -98,7 +99,7 @@ def make_runtime(config: BrokerdConfig) -> Any:
     return RefusingRuntime()
 
 
-def _take_sockets(config: BrokerdConfig) -> tuple[trio.socket.SocketType, trio.socket.SocketType]:
+def _take_sockets(config: BrokerdConfig) -> tuple[socket.socket, socket.socket]:
     activated = listen_fds()
     if activated is not None:
         try:
@@ -213,9 +214,11 @@ async def _serve_with_log(
                     link=PolicyLink.of(config.protected), version=__version__,
                     warnings=warnings)
     try:
-        broker_sock, admin_sock = _take_sockets(config)
+        broker_std, admin_std = _take_sockets(config)
     except SocketSetupError as exc:
         raise StartFailed(str(exc)) from exc
+    broker_sock = trio.socket.from_stdlib_socket(broker_std)
+    admin_sock = trio.socket.from_stdlib_socket(admin_std)
     handle = ServeHandle(daemon=daemon, broker_socket=os.fsdecode(config.broker_socket),
                          admin_socket=os.fsdecode(config.admin_socket))
     lost: ListenerLost | None = None

@@ -165,7 +165,7 @@ def clear_socket_path(path: Path) -> None:
 
 
 def bind_unix_listener(path: Path, *, shared_dir: bool, open_socket: bool,
-                       own_uid: int) -> trio.socket.SocketType:
+                       own_uid: int) -> socket.socket:
     """Check `path`, create or check its directory, bind and listen.
 
     `shared_dir`: some uid other than brokerd's may connect to a socket in this
@@ -192,16 +192,16 @@ def bind_unix_listener(path: Path, *, shared_dir: bool, open_socket: bool,
     except OSError as exc:
         sock.close()
         raise SocketSetupError(f"{_show(path)} cannot be bound ({exc.strerror})") from exc
-    return trio.socket.from_stdlib_socket(sock)
+    return sock
 
 
-def listener_from_fd(fd: int) -> trio.socket.SocketType:
+def listener_from_fd(fd: int) -> socket.socket:
     """A listening socket handed over by systemd (socket activation)."""
     sock = socket.socket(fileno=fd)
     if sock.family != socket.AF_UNIX or sock.type != socket.SOCK_STREAM:
         sock.detach()
         raise SocketSetupError(f"descriptor {fd} from systemd is not a Unix stream socket")
-    return trio.socket.from_stdlib_socket(sock)
+    return sock
 
 
 async def accept_loop(

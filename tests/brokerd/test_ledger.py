@@ -1,0 +1,201 @@
+"""The ledger: steps atomic, records durable before a step's caller goes on (04-audit)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from boxmaker.brokerd._audit_writer import (
+    AuditUnavailable,
+    AuditWriter,
+    inline_fsync,
+    lock_audit_dir,
+    open_audit_dir,
+)
+from boxmaker.brokerd._ledger import (
+    Decided,
+    Ledger,
+    NoSuchApproval,
+    NoSuchSession,
+    NotLower,
+    Ruling,
+)
+from boxmaker.brokerd._state import read_state, write_state
+from boxmaker.proto._audit import GENESIS_PREV, parse_record
+from boxmaker.proto._taint import FAIL_CLOSED, NEW_SESSION, Taint
+from boxmaker.proto._wire import ts_from_unix
+
+PRIVATE = Taint(label="private", untrusted=False)
+
+
+class GatedFsync:
+    """An fsync that waits for the test to open the gate; counts calls."""
+
+    def __init__(self) -> None:
+        self.gate = trio.Event()
+        self.calls = 0
+
+    async def __call__(self, fd: int) -> None:
+        self.calls += 1
+        await self.gate.wait()
+        os.fsync(fd)
+
+
+@pytest.fixture
+def audit_dir(tmp_path: Path) -> Iterator[Path]:
+    yield tmp_path / "audit"
+
+
+def make_ledger(tmp_path: Path, fsync: Any = inline_fsync, write: Any = os.write,
+                taints: dict[str, tuple[Taint, int]] | None = None) -> Ledger:
+    dir_fd = open_audit_dir(tmp_path / "audit")
+    writer = AuditWriter(dir_fd=dir_fd, lock_fd=lock_audit_dir(dir_fd), next_seq=0,
+                         prev=GENESIS_PREV, current_file=None, fsync=fsync, write=write)
+    return Ledger(writer=writer, sessions_dir=tmp_path / "state" / "sessions",
+                  taints=taints or {}, state_in_thread=False)
+
+
+def rule(kind: str, **extra: Any) -> Any:
+    def decide(taint: Taint) -> Ruling:
+        if kind == "denied":
+            return Ruling(kind="denied", code="no_grant", reason="no grant", **extra)
+        return Ruling(kind=kind, grant="g", **extra)  # type: ignore[arg-type]
+
+    return decide
+
+
+async def decide(ledger: Ledger, kind: str = "allowed", session: str = "s1",
+                 **extra: Any) -> Decided:
+    return await ledger.decide(
+        session=session, tool="echo", args={"text": "x"}, peer_uid=1, peer_pid=2,
+        rule=rule(kind, **extra), grants_digest="0" * 64, ttl_ms=60_000,
+        wall_now=lambda: 1_800_000_000.0, format_time=ts_from_unix,
+    )
+
+
+def lines(tmp_path: Path) -> list[Any]:
+    out = []
+    for name in sorted(os.listdir(tmp_path / "audit")):
+        if name.endswith(".jsonl"):
+            out += [parse_record(line) for line in (tmp_path / "audit" / name).read_bytes()
+                    .splitlines()]
+    return out
+
+
+async def test_steps_queue_synchronously_and_wait_for_the_fsync(tmp_path: Path) -> None:
+    fsync = GatedFsync()
+    ledger = make_ledger(tmp_path, fsync=fsync)
+    done: list[Decided] = []
+    async with trio.open_nursery() as nursery:
+
+        async def one() -> None:
+            done.append(await decide(ledger))
+
+        nursery.start_soon(one)
+        nursery.start_soon(one)
+        await trio.testing.wait_all_tasks_blocked()
+        # Both steps queued their records at once (seqs 0..3), neither returned.
+        assert ledger.writer.next_seq == 4 and done == []
+        fsync.gate.set()
+    assert sorted(d.call_id for d in done) == [0, 2]
+    assert fsync.calls <= 2  # group commit: the second step may share the first fsync
+    kinds = [type(r.event).__name__ for r in lines(tmp_path)]
+    assert kinds == ["Call", "DecisionRecord", "Call", "DecisionRecord"]
+
+
+async def test_settle_raises_the_taint_as_it_is_now(tmp_path: Path) -> None:
+    ledger = make_ledger(tmp_path)
+    first = await decide(ledger)
+    second = await decide(ledger)
+    after = await ledger.settle(call_id=first.call_id, session="s1", status="ok",
+                                label="private", untrusted=False, output={"text": "x"})
+    assert after == PRIVATE
+    after = await ledger.settle(call_id=second.call_id, session="s1", status="timeout",
+                                label="public", untrusted=True, output=None)
+    assert after == Taint(label="private", untrusted=True)
+    nothing = await decide(ledger)
+    assert nothing.taint == Taint(label="private", untrusted=True)
+    kept = await ledger.settle(call_id=nothing.call_id, session="s1",
+                               status="runner_unavailable", label="secret", untrusted=True,
+                               output=None)
+    assert kept == Taint(label="private", untrusted=True)
+    results = [r.event for r in lines(tmp_path) if type(r.event).__name__ == "ResultRecord"]
+    assert results[0].output is not None and results[0].output.bytes == len(b'{"text":"x"}')
+    assert results[2].output is None and results[2].state == kept
+    await ledger.flush_states()
+    state = read_state(tmp_path / "state" / "sessions", "s1", head_seq=ledger.head_seq)
+    assert state is not None and state.taint == Taint(label="private", untrusted=True)
+
+
+async def test_answer_takes_exactly_once(tmp_path: Path) -> None:
+    ledger = make_ledger(tmp_path)
+    asked = await decide(ledger, "ask")
+    assert asked.approval is not None
+    approval_id = asked.approval.approval_id
+
+    def redecide(entry: Any, taint: Taint) -> Ruling:
+        return Ruling(kind="allowed", grant="g")
+
+    await ledger.answer(approval_id, verdict="approved", by=1000, reason=None,
+                        redecide=redecide)
+    with pytest.raises(NoSuchApproval):
+        await ledger.answer(approval_id, verdict="refused", by=1000, reason=None,
+                            redecide=redecide)
+    answer = await asked.approval.wait()
+    assert answer.run and answer.decision == Ruling(kind="allowed", grant="g")
+    approval = lines(tmp_path)[-1].event
+    assert approval.verdict == "approved" and approval.by == 1000
+
+
+async def test_declassify(tmp_path: Path) -> None:
+    ledger = make_ledger(tmp_path, taints={"s1": (PRIVATE, 0)})
+    with pytest.raises(NoSuchSession):
+        await ledger.declassify("never", to=NEW_SESSION, by=0, reason="x")
+    with pytest.raises(NotLower):
+        await ledger.declassify("s1", to=Taint(label="secret", untrusted=False), by=0,
+                                reason="x")
+    with pytest.raises(NotLower):
+        await ledger.declassify("s1", to=Taint(label="public", untrusted=True), by=0,
+                                reason="x")
+    await ledger.declassify("s1", to=NEW_SESSION, by=7, reason="reviewed")
+    assert ledger.session_view("s1") == (NEW_SESSION, 0)
+    record = lines(tmp_path)[-1].event
+    assert (record.from_, record.to, record.by) == (PRIVATE, NEW_SESSION, 7)
+
+
+async def test_damaged_state_file_is_secret_untrusted(tmp_path: Path) -> None:
+    ledger = make_ledger(tmp_path)
+    sessions = tmp_path / "state" / "sessions"
+    sessions.mkdir(parents=True)
+    (sessions / "hurt.json").write_bytes(b"{broken")
+    write_state(sessions, "fine", PRIVATE, 0)
+    decided = await decide(ledger, session="hurt")
+    assert decided.taint == FAIL_CLOSED
+    assert lines(tmp_path)[-1].event.state == FAIL_CLOSED
+    assert ledger.taint_of("fine") == PRIVATE  # a sound file is a cache the ledger uses
+    assert ledger.session_count() == 2
+
+
+async def test_unavailable_is_sticky_and_nothing_is_answered_as_recorded(tmp_path: Path) -> None:
+    calls = 0
+
+    def write(fd: int, data: bytes) -> int:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise OSError(28, "No space left on device")
+        return os.write(fd, data)
+
+    ledger = make_ledger(tmp_path, write=write)
+    await decide(ledger)
+    with pytest.raises(AuditUnavailable):
+        await decide(ledger)
+    with pytest.raises(AuditUnavailable):
+        await decide(ledger, "ask")
+    assert len(ledger.pending) == 0  # an ask that was not recorded never waits

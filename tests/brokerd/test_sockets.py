@@ -1,0 +1,155 @@
+"""Socket binding rules, SO_PEERCRED, and the accept loop's pause (05-brokerd "Serving")."""
+
+from __future__ import annotations
+
+import errno
+import functools
+import os
+import socket
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from boxmaker.brokerd._sockets import (
+    BACKOFF_MAX,
+    ListenerLost,
+    SocketSetupError,
+    accept_loop,
+    bind_unix_listener,
+    peer_credentials,
+)
+
+UID = os.geteuid()
+
+
+def bind(path: Path, *, shared: bool = False, open_socket: bool = False) -> Any:
+    return bind_unix_listener(path, shared_dir=shared, open_socket=open_socket, own_uid=UID)
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(os.lstat(path).st_mode)
+
+
+def test_creates_private_dir_and_socket(tmp_path: Path) -> None:
+    sock = bind(tmp_path / "run" / "broker.sock")
+    try:
+        assert mode(tmp_path / "run") == 0o700
+        assert mode(tmp_path / "run" / "broker.sock") == 0o600
+        assert stat.S_ISSOCK(os.lstat(tmp_path / "run" / "broker.sock").st_mode)
+    finally:
+        sock.close()
+
+
+def test_shared_dir_and_open_socket(tmp_path: Path) -> None:
+    sock = bind(tmp_path / "run" / "broker.sock", shared=True, open_socket=True)
+    try:
+        assert mode(tmp_path / "run") == 0o711
+        assert mode(tmp_path / "run" / "broker.sock") == 0o666
+    finally:
+        sock.close()
+
+
+def test_existing_private_dir_opened_for_other_uids(tmp_path: Path) -> None:
+    (tmp_path / "run").mkdir(mode=0o700)
+    bind(tmp_path / "run" / "b.sock", shared=True).close()
+    assert mode(tmp_path / "run") == 0o711
+
+
+def test_refuses_directly_in_root() -> None:
+    with pytest.raises(SocketSetupError, match="directly in /"):
+        bind(Path("/broker.sock"))
+
+
+def test_refuses_symlink_component(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir(mode=0o700)
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    with pytest.raises(SocketSetupError, match="symbolic link"):
+        bind(tmp_path / "link" / "broker.sock")
+    (tmp_path / "real" / "x.sock").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(SocketSetupError, match="symbolic link"):
+        bind(tmp_path / "real" / "x.sock")
+
+
+def test_refuses_writable_or_foreign_dir(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    os.chmod(run, 0o770)
+    with pytest.raises(SocketSetupError, match="writable by group or others"):
+        bind(run / "b.sock")
+    os.chmod(run, 0o700)
+    if UID == 0:
+        os.chown(run, 65534, 65534)
+        with pytest.raises(SocketSetupError, match="belongs to uid 65534"):
+            bind(run / "b.sock")
+    with pytest.raises(SocketSetupError, match="belongs to uid"):
+        bind_unix_listener(tmp_path / "run2" / "b.sock", shared_dir=False, open_socket=False,
+                           own_uid=UID + 1) if (tmp_path / "run2").mkdir() is None else None
+
+
+def test_refuses_non_socket_and_live_socket_replaces_stale(tmp_path: Path) -> None:
+    (tmp_path / "file.sock").write_text("x")
+    with pytest.raises(SocketSetupError, match="not a socket"):
+        bind(tmp_path / "file.sock")
+    live = bind(tmp_path / "live.sock")
+    try:
+        with pytest.raises(SocketSetupError, match="already listening"):
+            bind(tmp_path / "live.sock")
+    finally:
+        live.close()
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(str(tmp_path / "stale.sock"))
+    stale.close()
+    bind(tmp_path / "stale.sock").close()
+
+
+def test_refuses_too_long(tmp_path: Path) -> None:
+    with pytest.raises(SocketSetupError, match="too long"):
+        bind(tmp_path / ("x" * 120))
+
+
+def test_peer_credentials() -> None:
+    a, b = socket.socketpair(socket.AF_UNIX)
+    with a, b:
+        cred = peer_credentials(a)
+        assert (cred.pid, cred.uid, cred.gid) == (os.getpid(), os.getuid(), os.getgid())
+
+
+class FlakyListener:
+    """accept() fails with the given errnos first, then hands out a socket each time."""
+
+    def __init__(self, errnos: list[int]) -> None:
+        self.errnos = errnos
+        self.times: list[float] = []
+
+    async def accept(self) -> tuple[Any, Any]:
+        await trio.lowlevel.checkpoint()
+        self.times.append(trio.current_time())
+        if self.errnos:
+            code = self.errnos.pop(0)
+            raise OSError(code, os.strerror(code))
+        await trio.sleep_forever()
+        raise AssertionError
+
+
+async def test_accept_pauses_on_exhaustion(autojump_clock: trio.testing.MockClock) -> None:
+    listener = FlakyListener([errno.EMFILE] * 9 + [errno.ENFILE, errno.ECONNABORTED])
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(functools.partial(accept_loop, listener, None, nursery,  # type: ignore[arg-type]
+                                             name="test"))
+        await trio.sleep(30)
+        nursery.cancel_scope.cancel()
+    gaps = [b - a for a, b in zip(listener.times, listener.times[1:], strict=False)]
+    assert gaps[0] == pytest.approx(0.01)
+    assert max(gaps) == pytest.approx(BACKOFF_MAX)  # doubling, capped at 1 s
+    assert len(listener.times) == 12
+
+
+async def test_other_listener_failure_is_lost() -> None:
+    async with trio.open_nursery() as nursery:
+        with pytest.raises(ListenerLost, match="failed"):
+            await accept_loop(FlakyListener([errno.EBADF]), None, nursery,  # type: ignore[arg-type]
+                              name="test")
