@@ -153,6 +153,7 @@ class GatedFsync:
         self.calls = 0
         self.gates: list[trio.Event] = []
         self.released = False
+        self.failing = False  # once set, every fsync raises EIO after its gate
 
     async def __call__(self, fd: int) -> None:
         if not stat.S_ISDIR(os.fstat(fd).st_mode) and not self.released:
@@ -161,6 +162,8 @@ class GatedFsync:
             self.gates.append(gate)
             self.send.send_nowait(gate)
             await gate.wait()
+        if self.failing:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
         os.fsync(fd)
 
     def release_all(self) -> None:
@@ -370,6 +373,41 @@ async def test_fsync_failure_is_sticky_for_every_waiter_and_later_append(
     assert failing.calls == calls  # nothing more was even tried
     assert writer.failure is not None
     await writer.aclose()
+
+
+async def test_batches_queued_behind_a_failed_fsync_fail_and_are_not_written(
+    tmp_path: Path,
+) -> None:
+    gated = GatedFsync()
+    writer = make_writer(tmp_path, fsync=gated)
+    errors: list[int] = []
+
+    async def one(n: int) -> None:
+        try:
+            await writer.append([stop(n)])
+        except AuditUnavailable:
+            errors.append(n)
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            try:
+                nursery.start_soon(one, 0)
+                gate = await gated.receive.receive()  # batch 1 in its fsync
+                for n in range(1, 4):
+                    nursery.start_soon(one, n)  # batch 2, queued behind it
+                await trio.testing.wait_all_tasks_blocked()
+                gated.failing = True
+                gated.released = True  # no more gates: a later fsync fails at once
+                gate.set()
+            finally:
+                gated.release_all()
+    assert sorted(errors) == [0, 1, 2, 3]
+    assert gated.calls == 1  # batch 2 was never even written
+    assert len(read_lines(tmp_path / "2026-11-29.jsonl")) == 1
+    with pytest.raises(AuditUnavailable):
+        await writer.append([stop(4)])
+    await writer.aclose()
+    assert len(read_lines(tmp_path / "2026-11-29.jsonl")) == 1
 
 
 class FullDisk:
