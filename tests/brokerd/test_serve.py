@@ -1,0 +1,215 @@
+"""brokerd served in-process: answers never leave before their records are durable;
+expiry, the request-frame deadline and shutdown under a mock clock (05-brokerd)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from boxmaker._streams import receive_frame, send_frame
+from boxmaker.brokerd._audit_writer import inline_fsync
+from boxmaker.brokerd._config import load_config
+from boxmaker.brokerd._serve import ServeHandle, serve
+from boxmaker.brokerd._state import write_state
+from boxmaker.proto._framing import FrameDecoder
+from boxmaker.proto._taint import Taint
+from tests.fakes.brokerd import ECHO_GRANT, Home
+
+ECHO_ASK = ECHO_GRANT.replace('mode = "allow"', 'mode = "ask"')
+
+
+@pytest.fixture
+def home() -> Iterator[Home]:
+    made = Home()
+    yield made
+    made.cleanup()
+
+
+class Client:
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self.decoder = FrameDecoder()
+
+    async def send(self, obj: dict[str, Any]) -> None:
+        await send_frame(self.stream, json.dumps(obj).encode())
+
+    async def receive(self) -> dict[str, Any] | None:
+        body = await receive_frame(self.stream, self.decoder)
+        return None if body is None else json.loads(body)
+
+
+async def connect(path: Any) -> Client:
+    return Client(await trio.open_unix_socket(os.fspath(path)))
+
+
+async def ask(path: Any, obj: dict[str, Any]) -> list[dict[str, Any]]:
+    client = await connect(path)
+    await client.send(obj)
+    out = []
+    while (frame := await client.receive()) is not None:
+        out.append(frame)
+    await client.stream.aclose()
+    return out
+
+
+def echo_call(rid: int = 1, session: str = "s1") -> dict[str, Any]:
+    return {"v": 1, "id": rid, "call": {"session": session, "tool": "echo",
+                                        "args": {"text": "hi"}}}
+
+
+class GatedFsync:
+    def __init__(self) -> None:
+        self.gate: trio.Event | None = None
+        self.waiting = 0
+
+    async def __call__(self, fd: int) -> None:
+        if self.gate is not None:
+            self.waiting += 1
+            await self.gate.wait()
+            self.waiting -= 1
+        os.fsync(fd)
+
+
+async def started(nursery: trio.Nursery, home: Home, **kwargs: Any) -> ServeHandle:
+    config = load_config(home.config)
+    kwargs.setdefault("fsync", inline_fsync)
+    kwargs.setdefault("state_in_thread", False)
+    handle: ServeHandle = await nursery.start(lambda task_status: serve(
+        config, task_status=task_status, **kwargs))
+    return handle
+
+
+@pytest.fixture
+async def nursery() -> AsyncIterator[trio.Nursery]:
+    async with trio.open_nursery() as n:
+        yield n
+        n.cancel_scope.cancel()
+
+
+async def test_no_answer_before_its_fsync_returns(home: Home, nursery: trio.Nursery) -> None:
+    fsync = GatedFsync()
+    handle = await started(nursery, home, fsync=fsync)
+    fsync.gate = trio.Event()
+    client = await connect(home.broker)
+    await client.send(echo_call(5))
+    answers: list[dict[str, Any] | None] = []
+
+    async def read() -> None:
+        answers.append(await client.receive())
+
+    nursery.start_soon(read)
+    await trio.testing.wait_all_tasks_blocked()
+    assert fsync.waiting == 1 and answers == []  # call + decision queued, not yet durable
+    assert handle.daemon.ledger.writer.next_seq == 3
+    gate, fsync.gate = fsync.gate, trio.Event()
+    gate.set()  # call + decision durable; the tool runs; the result waits for its fsync
+    await trio.testing.wait_all_tasks_blocked()
+    assert fsync.waiting == 1 and answers == []
+    fsync.gate.set()
+    fsync.gate = None
+    await trio.testing.wait_all_tasks_blocked()
+    assert answers and answers[0] is not None and answers[0]["result"]["status"] == "ok"
+    await client.stream.aclose()
+    handle.stop()
+
+
+async def test_approval_is_durable_before_the_call_goes_on(home: Home,
+                                                           nursery: trio.Nursery) -> None:
+    (home.grants / "echo.toml").write_text(ECHO_ASK)
+    fsync = GatedFsync()
+    handle = await started(nursery, home, fsync=fsync)
+    client = await connect(home.broker)
+    await client.send(echo_call(5))
+    pending = await client.receive()
+    assert pending is not None
+    approval_id = pending["pending"]["approval_id"]
+    fsync.gate = trio.Event()
+    admin_answers: list[list[dict[str, Any]]] = []
+
+    async def approve() -> None:
+        admin_answers.append(await ask(home.admin, {"v": 1, "id": 2, "approve": {
+            "approval_id": approval_id}}))
+
+    nursery.start_soon(approve)
+    await trio.testing.wait_all_tasks_blocked()
+    assert fsync.waiting == 1 and admin_answers == []
+    assert len(handle.daemon.ledger.pending) == 0  # taken at once: a second taker finds none
+    fsync.gate.set()
+    fsync.gate = None
+    final = await client.receive()
+    assert final is not None and final["result"]["status"] == "ok"
+    await trio.testing.wait_all_tasks_blocked()
+    assert admin_answers == [[{"id": 2, "ok": {}}]]
+    await client.stream.aclose()
+    handle.stop()
+
+
+async def test_expiry_on_time(home: Home, nursery: trio.Nursery,
+                              autojump_clock: trio.testing.MockClock) -> None:
+    (home.grants / "echo.toml").write_text(ECHO_ASK)
+    handle = await started(nursery, home)
+    client = await connect(home.broker)
+    await client.send(echo_call(5))
+    pending = await client.receive()
+    assert pending is not None and "pending" in pending
+    before = trio.current_time()
+    final = await client.receive()
+    assert final is not None and final["denied"]["code"] == "expired"
+    assert trio.current_time() - before == pytest.approx(600, abs=0.01)
+    assert home.events("approval")[-1]["verdict"] == "expired"
+    await client.stream.aclose()
+    handle.stop()
+
+
+async def test_request_frame_deadline(home: Home, nursery: trio.Nursery,
+                                      autojump_clock: trio.testing.MockClock) -> None:
+    handle = await started(nursery, home)
+    client = await connect(home.broker)
+    before = trio.current_time()
+    answer = await client.receive()
+    assert answer is not None and answer["error"]["code"] == "bad_frame"
+    assert trio.current_time() - before == pytest.approx(10, abs=0.01)
+    assert await client.receive() is None
+    await client.stream.aclose()
+    handle.stop()
+
+
+async def test_shutdown_expires_pending_and_records_stop(home: Home) -> None:
+    (home.grants / "echo.toml").write_text(ECHO_ASK)
+    async with trio.open_nursery() as nursery:
+        handle = await started(nursery, home)
+        client = await connect(home.broker)
+        await client.send(echo_call(5))
+        assert (await client.receive() or {}).get("pending")
+        idle = await connect(home.broker)  # connected, no request yet
+        await trio.testing.wait_all_tasks_blocked()
+        handle.stop()
+        final = await client.receive()
+        assert final is not None and final["denied"]["code"] == "expired"
+        assert await idle.receive() is None
+        await client.stream.aclose()
+        await idle.stream.aclose()
+    approval = home.events("approval")[-1]
+    assert approval["verdict"] == "expired" and approval["reason"] == "shutdown"
+    assert home.audit_lines()[-1]["stop"] == {"reason": "shutdown"}
+
+
+async def test_damaged_state_file_at_start(home: Home, nursery: trio.Nursery) -> None:
+    sessions = home.state / "sessions"
+    sessions.mkdir(parents=True)
+    (sessions / "hurt.json").write_text('{"label": "public"}')
+    write_state(sessions, "ahead", Taint(label="public", untrusted=False), 99)
+    handle = await started(nursery, home)
+    assert any("hurt" in w for w in handle.daemon.warnings)
+    assert any("ahead" in w for w in handle.daemon.warnings)
+    answer = await ask(home.broker, echo_call(1, "hurt"))
+    assert answer[0]["denied"]["code"] == "taint"  # the echo grant applies up to public
+    decision = home.events("decision")[-1]
+    assert decision["state"] == {"label": "secret", "untrusted": True}
+    handle.stop()
