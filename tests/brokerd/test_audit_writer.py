@@ -13,6 +13,7 @@ import pytest
 import trio
 import trio.testing
 
+from boxmaker._audit_files import verify_directory
 from boxmaker.brokerd._audit_writer import (
     LOCK_NAME,
     AuditLocked,
@@ -244,6 +245,7 @@ async def test_crossing_midnight_creates_a_new_file_and_fsyncs_the_directory(
     day2 = read_lines(tmp_path / "2026-11-29.jsonl")
     assert len(day1) == len(day2) == 1
     check_chain(day1 + day2)
+    assert verify_directory(tmp_path).ok
     assert parse_record(day2[0]).ts.startswith("2026-11-29T00:00:00")
 
 
@@ -300,6 +302,7 @@ async def test_clock_going_backwards_stays_on_the_newest_file(tmp_path: Path) ->
     day3 = read_lines(tmp_path / "2026-11-30.jsonl")
     assert len(day2) == 3 and len(day3) == 1
     check_chain(day2 + day3)
+    assert verify_directory(tmp_path).ok  # the shared verifier agrees
 
 
 async def test_existing_empty_file_for_a_new_day_is_used(tmp_path: Path) -> None:
