@@ -3,18 +3,25 @@ the directory given as its argument (start-up recovers whatever a kill left),
 then append forever from several concurrent tasks with real fsync, printing
 ``ack <seq>`` for every record once its `append` returned.
 
+With ``--fsize-limit BYTES`` it runs under that ``RLIMIT_FSIZE`` (a disk
+that fills up: writes past the limit fail with EFBIG), prints
+``unavailable <message>`` when an append fails, tries three more appends
+(printing ``refused <message>`` for each that is refused) and exits.
+
 Not a test module; run as ``python tests/reliability/audit_appender.py DIR``.
 """
 
 from __future__ import annotations
 
 import os
+import resource
+import signal
 import sys
 
 import trio
 
 from boxmaker.brokerd._audit_startup import open_audit_log
-from boxmaker.brokerd._audit_writer import AuditWriter
+from boxmaker.brokerd._audit_writer import AuditUnavailable, AuditWriter
 from boxmaker.proto._audit import Call, GrantsSummary, Peer, Start
 from boxmaker.proto._convert import U64, JsonObject
 
@@ -44,7 +51,31 @@ async def _append_forever(writer: AuditWriter, task: int) -> None:
         _ack([record.seq for record in records])
 
 
-async def main(directory: str) -> None:
+async def _until_unavailable(writer: AuditWriter) -> None:
+    n = 0
+    while True:
+        try:
+            records = await writer.append([_call(0, n), _call(0, n + 1)])
+        except AuditUnavailable as exc:
+            sys.stdout.write(f"unavailable {exc}\n")
+            break
+        n += 2
+        _ack([record.seq for record in records])
+    for _ in range(3):
+        try:
+            records = await writer.append([_call(0, n)])
+        except AuditUnavailable as exc:
+            sys.stdout.write(f"refused {exc}\n")
+        else:
+            _ack([record.seq for record in records])
+    await writer.aclose()
+
+
+async def main(directory: str, fsize_limit: int | None) -> None:
+    if fsize_limit is not None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of death
+        hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize_limit, hard))
     writer, report = await open_audit_log(directory, by_uid=os.getuid())
     sys.stdout.write(
         f"started next_seq={report.next_seq} recovered={report.recovery is not None}\n"
@@ -59,10 +90,14 @@ async def main(directory: str) -> None:
         ]
     )
     _ack([record.seq for record in records])
+    if fsize_limit is not None:
+        await _until_unavailable(writer)
+        return
     async with trio.open_nursery() as nursery:
         for task in range(TASKS):
             nursery.start_soon(_append_forever, writer, task)
 
 
 if __name__ == "__main__":
-    trio.run(main, sys.argv[1])
+    limit = int(sys.argv[3]) if sys.argv[2:3] == ["--fsize-limit"] else None
+    trio.run(main, sys.argv[1], limit)

@@ -151,3 +151,36 @@ async def test_kill_at_random_points_loses_nothing_acknowledged(tmp_path: Path) 
     assert max(acked) <= final.head.seq
     # Every torn line (cut here, or left by a kill) was recovered exactly once.
     assert len(final.recovered) >= torn_cuts
+
+
+async def test_a_full_disk_makes_the_log_unavailable_and_loses_nothing_acknowledged(
+    tmp_path: Path,
+) -> None:
+    # A real write failure: the appender runs under RLIMIT_FSIZE.
+    with trio.fail_after(60):
+        result = await trio.run_process(
+            [sys.executable, str(APPENDER), str(tmp_path), "--fsize-limit", "20000"],
+            capture_stdout=True,
+        )
+    lines = result.stdout.decode().splitlines()
+    acked = {int(line[4:]) for line in lines if line.startswith("ack ")}
+    failed = [line for line in lines if line.startswith("unavailable ")]
+    refused = [line for line in lines if line.startswith("refused ")]
+    assert len(failed) == 1 and "File too large" in failed[0]
+    assert failed[0].endswith("See docs/runbook.md#audit-unavailable")
+    assert len(refused) == 3  # sticky: nothing more is even tried
+    assert len(acked) > 50 and max(acked) == len(acked) - 1
+    files = [p for p in tmp_path.iterdir() if is_day_file_name(p.name)]
+    assert sum(p.stat().st_size for p in files) == 20000  # filled up to the limit
+    torn = not max(files).read_bytes().endswith(b"\n")  # a short write, cut mid-line
+    # Start-up (no limit here) recovers whatever the failed write left.
+    seqs: set[int] = set()
+    writer, startup = await open_audit_log(
+        tmp_path, by_uid=0, fsync=inline_fsync, on_record=lambda r: seqs.add(r.seq)
+    )
+    await writer.aclose()
+    assert acked <= seqs
+    final = verify_directory(tmp_path)
+    assert final.ok and final.torn_tail is None
+    assert startup.next_seq > max(acked)
+    assert (startup.recovery is not None) == torn
