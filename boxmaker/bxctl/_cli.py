@@ -58,6 +58,11 @@ def _register() -> None:
     cli.add_command(_audit_cmd.audit)
     cli.add_command(_grants_cmd.grants)
 
+    from . import _admin_cmd
+
+    for command in _admin_cmd.COMMANDS:
+        cli.add_command(command)
+
 
 _register()
 

@@ -1,0 +1,290 @@
+"""`bxctl approvals|approve|refuse|status|session` (07-bxctl): brokerd's admin.sock.
+
+Exit codes: 0 done; 1 not fine (no such approval or session, brokerd refused);
+2 usage; 3 brokerd unreachable or no answer in time.  Everything that came
+from the model, a tool or a peer is escaped before the terminal sees it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from typing import Any, NoReturn
+
+import click
+
+from ..brokerd._state import read_state
+from ..proto._convert import U64, U64_MAX, unstructure
+from ..proto._escape import escape_line
+from ..proto._json import dumps
+from ..proto._taint import LABELS, Label, Taint
+from ..proto._wire import ErrorAnswer, Ok, parse_ts
+from ..proto._wire_admin import (
+    AdminAnswer,
+    AdminRequestBody,
+    Approval,
+    ApprovalList,
+    ApprovalsRequest,
+    ApproveRequest,
+    DeclassifyRequest,
+    RefuseRequest,
+    SessionInfo,
+    SessionRequest,
+    Status,
+    StatusRequest,
+)
+from ._admin_client import DaemonUnreachable, request
+from ._cli import App, pass_app
+
+_ID_RE = re.compile(r"0|[1-9][0-9]*", re.ASCII)
+_SESSION_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,63}", re.ASCII)
+
+
+class ApprovalId(click.ParamType):  # type: ignore[type-arg,unused-ignore]
+    """A decimal u64: no sign, no leading zeros, no spaces."""
+
+    name = "ID"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        text = str(value)
+        if _ID_RE.fullmatch(text) is None or int(text) > U64_MAX:
+            self.fail("an approval id is a decimal number with no sign, leading zeros or "
+                      "spaces", param, ctx)
+        return int(text)
+
+
+def _text(value: str, what: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise click.UsageError(f"{what} is not valid UTF-8") from None
+    return value
+
+
+def _session_name(value: str) -> str:
+    _text(value, "SESSION")
+    if _SESSION_RE.fullmatch(value) is None:
+        raise click.UsageError("SESSION is a name of [a-z0-9][a-z0-9-]{0,63}")
+    return value
+
+
+def _fail(message: str, code: int = 1) -> NoReturn:
+    click.echo(f"bxctl: {escape_line(message)}", err=True)
+    click.get_current_context().exit(code)
+
+
+def _ask(app: App, body: AdminRequestBody) -> AdminAnswer:
+    config = app.config
+    return request(config.admin_socket, body, brokerd_uid=config.brokerd_uid)
+
+
+def _refused(answer: ErrorAnswer) -> NoReturn:
+    message = answer.message
+    if answer.runbook and answer.runbook not in message:
+        message = f"{message}. See {answer.runbook}"
+    _fail(f"brokerd: {message}")
+
+
+def _expect(answer: AdminAnswer, kind: type[Any]) -> Any:
+    if isinstance(answer, ErrorAnswer):
+        _refused(answer)
+    if not isinstance(answer, kind):
+        _fail(f"brokerd answered {type(answer).__name__} to this request")
+    return answer
+
+
+def _json(value: Any) -> None:
+    click.echo(dumps(value, ascii_only=True))
+
+
+# -- rendering ---------------------------------------------------------------------
+
+
+def _in(delta: dt.timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    if seconds <= 0:
+        return "due now"
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"in {hours}h{minutes:02d}m"
+    if minutes:
+        return f"in {minutes}m{secs:02d}s"
+    return f"in {secs}s"
+
+
+def _value(value: Any) -> str:
+    return escape_line(value if isinstance(value, str) else dumps(value))
+
+
+def render_approval(approval: Approval, now: dt.datetime | None = None) -> list[str]:
+    """The approval block of 07-bxctl (without the question), every field escaped."""
+    now = now or dt.datetime.now(dt.UTC)
+    expires = parse_ts(approval.expires_at)
+    local = expires.astimezone()
+    trust = "untrusted" if approval.state.untrusted else "trusted"
+    lines = [
+        f"approval {approval.approval_id} · expires {local:%H:%M:%S} ({_in(expires - now)})",
+        f"  tool     {escape_line(approval.tool)}",
+        f"  grant    {escape_line(approval.grant)} (ask)",
+        f"  session  {approval.session} · label {approval.state.label} · {trust}",
+    ]
+    args = approval.args
+    if not args:
+        lines.append("  args     (none)")
+    width = max((len(escape_line(k)) for k in args), default=0)
+    for index, key in enumerate(sorted(args)):
+        head = "  args     " if index == 0 else "           "
+        lines.append(f"{head}{escape_line(key).ljust(width)}  {_value(args[key])}")
+    return lines
+
+
+def _status_lines(status: Status) -> list[str]:
+    audit = status.audit
+    grants = status.grants
+    runner = status.runner
+    lines = [
+        f"brokerd {escape_line(status.version)}",
+        f"audit    {'ok' if audit.ok else 'UNAVAILABLE'} · head {audit.head_seq} "
+        f"{audit.head_hash[:12]}",
+        f"grants   {'ok' if grants.ok else 'INVALID'} · {grants.count} grants · "
+        f"digest {grants.digest[:12]}",
+        f"runner   {runner.kind} · {'ok' if runner.ok else 'unavailable'}"
+        + (f" · {escape_line(runner.image)}" if runner.image else "")
+        + (f" · {escape_line(runner.reason)}" if runner.reason else ""),
+        f"pending  {status.pending}",
+        f"sessions {status.sessions}",
+    ]
+    lines += [f"warning: {escape_line(w)}" for w in status.warnings]
+    return lines
+
+
+def _session_line(info: SessionInfo) -> str:
+    trust = "untrusted" if info.untrusted else "trusted"
+    return f"session {info.session} · label {info.label} · {trust} · seq {info.seq}"
+
+
+# -- commands --------------------------------------------------------------------------
+
+
+@click.command("approvals")
+@click.option("--json", "as_json", is_flag=True, help="Print {\"items\": [Approval, ...]}.")
+@pass_app
+def approvals(app: App, as_json: bool) -> None:
+    """List pending approvals, oldest first."""
+    answer: ApprovalList = _expect(_ask(app, ApprovalsRequest()), ApprovalList)
+    if as_json:
+        _json(unstructure(answer, ApprovalList))
+        return
+    if not answer.items:
+        click.echo("no pending approvals")
+        return
+    now = dt.datetime.now(dt.UTC)
+    for index, approval in enumerate(answer.items):
+        if index:
+            click.echo("")
+        click.echo("\n".join(render_approval(approval, now)))
+
+
+@click.command("approve")
+@click.argument("approval_id", metavar="ID", type=ApprovalId())
+@pass_app
+def approve(app: App, approval_id: int) -> None:
+    """Approve the pending call ID (the call then runs, if still allowed)."""
+    _expect(_ask(app, ApproveRequest(approval_id=U64(approval_id))), Ok)
+    click.echo(f"approved {approval_id}")
+
+
+@click.command("refuse")
+@click.argument("approval_id", metavar="ID", type=ApprovalId())
+@click.option("--reason", default=None, help="Why (recorded in the audit log).")
+@pass_app
+def refuse(app: App, approval_id: int, reason: str | None) -> None:
+    """Refuse the pending call ID."""
+    if reason is not None:
+        _text(reason, "--reason")
+    _expect(_ask(app, RefuseRequest(approval_id=U64(approval_id), reason=reason)), Ok)
+    click.echo(f"refused {approval_id}")
+
+
+@click.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print the Status object.")
+@pass_app
+def status(app: App, as_json: bool) -> None:
+    """brokerd's audit log, grants, runner, pending approvals and warnings."""
+    answer: Status = _expect(_ask(app, StatusRequest()), Status)
+    if as_json:
+        _json(unstructure(answer, Status))
+        return
+    click.echo("\n".join(_status_lines(answer)))
+
+
+@click.group("session")
+def session() -> None:
+    """Show or lower a session's taint."""
+
+
+@session.command("show")
+@click.argument("name", metavar="SESSION")
+@click.option("--json", "as_json", is_flag=True, help="Print the session object.")
+@pass_app
+def session_show(app: App, name: str, as_json: bool) -> None:
+    """A session's taint: from brokerd, or from the state files when it is not running."""
+    name = _session_name(name)
+    try:
+        answer = _ask(app, SessionRequest(session=name))
+    except DaemonUnreachable as exc:
+        if exc.sent:
+            raise
+        _show_offline(app, name, as_json, exc)
+        return
+    info: SessionInfo = _expect(answer, SessionInfo)
+    if as_json:
+        _json(unstructure(info, SessionInfo))
+    else:
+        click.echo(_session_line(info))
+
+
+def _show_offline(app: App, name: str, as_json: bool, why: DaemonUnreachable) -> None:
+    click.echo(f"bxctl: {why.format_message()}", err=True)
+    click.echo("bxctl: brokerd is not running: showing the state file, a cache of the "
+               "audit log (`brokerd rebuild-state` recomputes it)", err=True)
+    state = read_state(app.config.state / "sessions", name, head_seq=U64_MAX)
+    if state is None:
+        _fail(f"no state file for session {name}")
+    if state.problem is not None:
+        _fail(f"the state file of session {name} is {state.problem} ({state.detail}); brokerd "
+              "uses it as secret + untrusted. See docs/runbook.md#broker-state-damaged")
+    info = SessionInfo(session=name, label=state.taint.label, untrusted=state.taint.untrusted,
+                       seq=U64(state.seq))
+    if as_json:
+        _json(unstructure(info, SessionInfo))
+    else:
+        click.echo(_session_line(info) + " (from the state file)")
+
+
+@session.command("declassify")
+@click.argument("name", metavar="SESSION")
+@click.option("--label", type=click.Choice(LABELS), default=None,
+              help="The new label (default: keep the current one).")
+@click.option("--trusted", is_flag=True, help="Clear the untrusted flag.")
+@click.option("--reason", required=True, help="Why (recorded in the audit log).")
+@pass_app
+def session_declassify(app: App, name: str, label: Label | None, trusted: bool,
+                       reason: str) -> None:
+    """Lower a session's taint (recorded); it can never be raised this way."""
+    name = _session_name(name)
+    _text(reason, "--reason")
+    current: SessionInfo = _expect(_ask(app, SessionRequest(session=name)), SessionInfo)
+    to = Taint(label=label or current.label, untrusted=False if trusted else current.untrusted)
+    _expect(_ask(app, DeclassifyRequest(session=name, label=to.label, untrusted=to.untrusted,
+                                        reason=reason)), Ok)
+    trust = "untrusted" if to.untrusted else "trusted"
+    click.echo(f"session {name}: {current.label}{' untrusted' if current.untrusted else ''}"
+               f" -> {to.label} {trust}")
+
+
+COMMANDS = (approvals, approve, refuse, status, session)

@@ -1,0 +1,185 @@
+"""bxctl approvals/approve/refuse/status/session against the real brokerd (07-bxctl)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from boxmaker.bxctl._admin_client import DaemonUnreachable, request
+from boxmaker.bxctl._cli import cli
+from boxmaker.proto._wire_admin import StatusRequest
+from tests.fakes.brokerd import (
+    ECHO_GRANT,
+    BrokerdProcess,
+    Home,
+    call_request,
+    connect,
+    echo,
+    frame,
+    read_frames,
+    start,
+)
+
+ECHO_ASK = ECHO_GRANT.replace('mode = "allow"', 'mode = "ask"')
+PRIVATE_ECHO = ECHO_GRANT.replace('mode = "allow"', 'mode = "allow"\nlabel = "private"')
+
+
+@pytest.fixture
+def live() -> Iterator[tuple[Home, BrokerdProcess]]:
+    home = Home(grants={"echo.toml": PRIVATE_ECHO, "ask.toml": """
+[[grant]]
+id = "notes-ask"
+tool = "read_file"
+mode = "ask"
+paths = ["/srv/notes"]
+"""})
+    (home.home / "bxctl.toml").write_text(
+        f'home = "{home.home}"\nadmin_socket = "run/admin.sock"\n')
+    proc = start(home)
+    yield home, proc
+    if proc.proc.poll() is None:
+        proc.kill()
+    home.cleanup()
+
+
+def bx(home: Home, *args: str) -> Result:
+    return CliRunner().invoke(cli, ["--config", str(home.home / "bxctl.toml"), *args],
+                              env={"BOXMAKER_HOME": str(home.home)})
+
+
+def pending(home: Home, path: str = "/srv/notes/to\u202edm.od") -> tuple[socket.socket, int]:
+    sock = connect(home.broker)
+    sock.sendall(frame(call_request("s1", "read_file", {"path": path}, 3)))
+    first = next(read_frames(sock))
+    return sock, first["pending"]["approval_id"]
+
+
+def test_approvals_listed_escaped_and_as_json(live: tuple[Home, BrokerdProcess]) -> None:
+    home, _ = live
+    out = bx(home, "approvals")
+    assert out.exit_code == 0 and out.stdout == "no pending approvals\n"
+    sock, approval_id = pending(home)
+    with sock:
+        out = bx(home, "approvals")
+        assert out.exit_code == 0, out.stderr
+        assert f"approval {approval_id} · expires" in out.stdout
+        assert "  tool     read_file\n" in out.stdout
+        assert "  grant    notes-ask (ask)\n" in out.stdout
+        assert "session  s1 · label public · trusted" in out.stdout
+        assert "path  /srv/notes/to\\u{202E}dm.od" in out.stdout
+        assert "\u202e" not in out.stdout
+        out = bx(home, "approvals", "--json")
+        items = json.loads(out.stdout)["items"]
+        assert items[0]["approval_id"] == approval_id
+        assert items[0]["args"] == {"path": "/srv/notes/to\u202edm.od"}
+
+
+def test_approve_and_refuse(live: tuple[Home, BrokerdProcess]) -> None:
+    home, _ = live
+    sock, approval_id = pending(home, "/srv/notes/a")
+    with sock:
+        out = bx(home, "approve", str(approval_id))
+        assert out.exit_code == 0 and out.stdout == f"approved {approval_id}\n"
+        final = list(read_frames(sock))
+        assert final[0]["error"]["code"] == "runner_unavailable"  # echo runs only echo
+    out = bx(home, "approve", str(approval_id))
+    assert out.exit_code == 1 and "no pending approval" in out.stderr
+    sock, approval_id = pending(home, "/srv/notes/b")
+    with sock:
+        out = bx(home, "refuse", str(approval_id), "--reason", "no")
+        assert out.exit_code == 0 and out.stdout == f"refused {approval_id}\n"
+        assert next(read_frames(sock))["denied"]["code"] == "refused"
+    assert home.events("approval")[-1]["reason"] == "no"
+
+
+@pytest.mark.parametrize("bad", ["+41", "041", " 41", "41 ", "-1", "4.0", "", "x",
+                                 "18446744073709551616"])
+def test_approval_id_grammar(bad: str, tmp_path: Path) -> None:
+    out = CliRunner().invoke(cli, ["--admin-socket", str(tmp_path / "none"), "approve", bad])
+    assert out.exit_code == 2, out.output
+
+
+def test_status_text_and_json(live: tuple[Home, BrokerdProcess]) -> None:
+    home, _ = live
+    out = bx(home, "status")
+    assert out.exit_code == 0
+    assert "audit    ok" in out.stdout and "runner   echo · ok" in out.stdout
+    assert "warning: one uid" in out.stdout
+    document = json.loads(bx(home, "status", "--json").stdout)
+    assert document["grants"]["count"] == 2 and document["pending"] == 0
+
+
+def test_session_show_live_and_offline_and_declassify(
+        live: tuple[Home, BrokerdProcess]) -> None:
+    home, proc = live
+    assert bx(home, "session", "show", "nobody").exit_code == 1
+    echo(home.broker, session="s1")
+    out = bx(home, "session", "show", "s1")
+    assert out.exit_code == 0 and out.stdout.startswith("session s1 · label private · trusted")
+    out = bx(home, "session", "declassify", "s1", "--label", "secret", "--reason", "x")
+    assert out.exit_code == 1 and "only lower" in out.stderr
+    out = bx(home, "session", "declassify", "s1", "--label", "public", "--reason", "checked")
+    assert out.exit_code == 0, out.stderr
+    assert home.events("declassify")[-1]["to"] == {"label": "public", "untrusted": False}
+    assert json.loads(bx(home, "session", "show", "s1", "--json").stdout)["label"] == "public"
+    assert bx(home, "session", "show", "Bad Name").exit_code == 2
+    assert proc.stop() == 0
+    out = bx(home, "session", "show", "s1")
+    assert out.exit_code == 0, out.stderr
+    assert "(from the state file)" in out.stdout and "not running" in out.stderr
+    out = bx(home, "session", "show", "s1", "--json")
+    assert json.loads(out.stdout)["label"] == "public"
+    out = bx(home, "status")
+    assert out.exit_code == 3
+    assert out.stderr.strip().endswith("docs/runbook.md#daemon-unreachable")
+    assert "nothing was sent" in out.stderr
+
+
+def test_wrong_server_uid_is_refused_before_sending(tmp_path: Path) -> None:
+    path = tmp_path / "admin.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen()
+    with server, pytest.raises(DaemonUnreachable) as caught:
+        request(path, StatusRequest(), brokerd_uid=os.getuid() + 1)
+    assert not caught.value.sent and "not by brokerd's uid" in caught.value.message
+
+
+def test_no_answer_says_it_may_have_acted(tmp_path: Path) -> None:
+    path = tmp_path / "admin.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen()
+    got: list[Any] = []
+
+    def serve_once(close: bool) -> None:
+        conn, _ = server.accept()
+        got.append(conn.recv(65536))
+        if close:
+            conn.close()
+        else:
+            got.append(conn)
+
+    with server:
+        thread = threading.Thread(target=serve_once, args=(True,))
+        thread.start()
+        with pytest.raises(DaemonUnreachable) as caught:
+            request(path, StatusRequest(), brokerd_uid=os.getuid())
+        thread.join()
+        assert caught.value.sent and "may or may not have acted" in caught.value.message
+        thread = threading.Thread(target=serve_once, args=(False,))
+        thread.start()
+        with pytest.raises(DaemonUnreachable) as caught:
+            request(path, StatusRequest(), brokerd_uid=os.getuid(), timeout=0.05)
+        thread.join()
+        got[-1].close()
+    assert "did not answer within" in caught.value.message
+    assert caught.value.exit_code == 3
