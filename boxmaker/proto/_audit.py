@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import json.encoder
+import json.scanner
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -36,7 +38,7 @@ from ._convert import (
 )
 from ._errors import DecodeError
 from ._fastcheck import Mismatch, compile_checkers
-from ._json import MAX_DEPTH, canonical, loads_object, type_word
+from ._json import MAX_DEPTH, canonical, loads_value, type_word
 from ._taint import Label, Taint
 
 GENESIS_PREV = "0" * 64
@@ -372,14 +374,27 @@ def line_hash(line: bytes) -> str:
     return hashlib.sha256(line).hexdigest()
 
 
-_dump_line = json.JSONEncoder(
-    ensure_ascii=True, separators=(",", ":"), allow_nan=False, check_circular=False
-).encode
-_dump_sorted = json.JSONEncoder(
-    ensure_ascii=True, separators=(",", ":"), allow_nan=False, check_circular=False,
-    sort_keys=True,
-).encode
-_fast_loads = json.JSONDecoder().decode
+def _make_dump() -> Callable[[Any], str]:
+    """Compact ASCII JSON; the C encoder made once when there is one."""
+    c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+    if c_make_encoder is None:  # pragma: no cover - CPython always has it
+        return json.JSONEncoder(
+            ensure_ascii=True, separators=(",", ":"), allow_nan=False, check_circular=False
+        ).encode
+    encoder = c_make_encoder(
+        None, None, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, False
+    )
+
+    def dump(value: Any) -> str:
+        return "".join(encoder(value, 0))
+
+    return dump
+
+
+_dump_line = _make_dump()
+_scan_once: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(
+    json.JSONDecoder()  # type: ignore[arg-type]
+)
 
 
 def record_to_json(record: Record) -> dict[str, Any]:
@@ -397,46 +412,6 @@ def encode_record(record: Record) -> bytes:
     return _dump_line(record_to_json(record)).encode("ascii")
 
 
-def _load_line(line: bytes) -> Any:
-    """Step 1 of parsing: strict JSON, and the one way of writing it."""
-    # Fast path: an ASCII line with no \ud escape (lone surrogates) and few
-    # brackets (depth) needs only the C decoder; anything else takes the
-    # strict loader, which says precisely what is wrong.
-    fast = (
-        line.isascii()
-        and b"\\ud" not in line
-        and b"\\uD" not in line
-        and line.count(b"{") + line.count(b"[") <= MAX_DEPTH
-    )
-    if fast:
-        try:
-            value = _fast_loads(line.decode("ascii"))
-        except json.JSONDecodeError as exc:
-            raise RecordJsonError(f"not JSON: {exc.msg} at character {exc.pos}") from None
-    else:
-        try:
-            value = loads_object(line)
-        except DecodeError as exc:
-            raise RecordJsonError(exc.message) from None
-    if not line.isascii():
-        raise RecordSchemaError("the line holds bytes that are not ASCII")
-    try:
-        text = _dump_line(value)
-    except ValueError:
-        raise RecordJsonError("NaN or Infinity is not allowed") from None
-    if text.encode("ascii") != line:
-        # Either JSON written differently (spaces, escapes, number forms) or
-        # a duplicate key that the decoder folded away.
-        if not fast:
-            raise RecordSchemaError("the record is not written in its one compact form")
-        try:
-            loads_object(line)
-        except DecodeError as exc:
-            raise RecordJsonError(exc.message) from None
-        raise RecordSchemaError("the record is not written in its one compact form")
-    return value
-
-
 def parse_record(line: bytes) -> Record:
     """A line (with or without its ``\\n``) -> `Record`, strictly.
 
@@ -444,12 +419,102 @@ def parse_record(line: bytes) -> Record:
     """
     if line.endswith(b"\n"):
         line = line[:-1]
-    value = _load_line(line)
-    # Step 2: the top-level shape: seq, ts, prev, one event key, in order.
+    try:
+        return _parse_fast(line)
+    except (_Slow, Mismatch, KeyError, ValueError, StopIteration, RecursionError):
+        return _parse_strict(line)
+
+
+class _Slow(Exception):
+    """The fast path does not accept the line; the strict path decides."""
+
+
+_TOP_KEYS = ("seq", "ts", "prev")
+
+
+def _top_fast(line: bytes) -> tuple[int, str, str, str, dict[str, Any]]:
+    """(seq, ts, prev, event key, event JSON) of a line in its one form; raises
+    on anything unusual (the strict path then decides)."""
+    if not line.isascii() or b"\\ud" in line:  # surrogate escapes: strict path
+        raise _Slow
+    text = line.decode("ascii")
+    value, end = _scan_once(text, 0)
+    if end != len(text) or type(value) is not dict or len(value) != 4:
+        raise _Slow
+    # The one way of writing it (also folds away duplicate keys: then unequal).
+    if _dump_line(value) != text:
+        raise _Slow
+    seq_key, ts_key, prev_key, key = value
+    if (seq_key, ts_key, prev_key) != _TOP_KEYS:
+        raise _Slow
+    seq = value["seq"]
+    ts = value["ts"]
+    prev = value["prev"]
+    if (
+        type(seq) is not int
+        or not 0 <= seq <= U64_MAX
+        or type(ts) is not str
+        or not is_valid_ts(ts)
+        or type(prev) is not str
+        or _HEX64.fullmatch(prev) is None
+    ):
+        raise _Slow
+    return seq, ts, prev, key, value[key]
+
+
+def _parse_fast(line: bytes) -> Record:
+    """The common case, for valid lines; raises on anything unusual.
+
+    It accepts a subset of what `_parse_strict` accepts (tests compare them).
+    """
+    seq, ts, prev, key, payload = _top_fast(line)
+    event = _FAST_EVENT[key](payload)
+    if _event_problem(key, payload) is not None:
+        raise _Slow
+    return Record(seq=seq, ts=ts, prev=prev, event=event)
+
+
+RawRecord = tuple[int, str, str, dict[str, Any]]
+"""(seq, prev, event key, the event's JSON) of a line that is a valid record."""
+
+
+def check_record_line(line: bytes) -> RawRecord:
+    """Check a line exactly as `parse_record` does, without building the record.
+
+    For the verifier's hot path; raises `RecordJsonError` or `RecordSchemaError`.
+    """
+    if line.endswith(b"\n"):
+        line = line[:-1]
+    try:
+        seq, _ts, prev, key, payload = _top_fast(line)
+        _CHECK_EVENT[key](payload)
+        if _event_problem(key, payload) is None:
+            return seq, prev, key, payload
+    except (_Slow, Mismatch, KeyError, ValueError, StopIteration, RecursionError):
+        pass
+    record = _parse_strict(line)
+    return record.seq, record.prev, event_key(record.event), record_to_json(record)[
+        event_key(record.event)
+    ]
+
+
+def _parse_strict(line: bytes) -> Record:
+    """Every rule, one at a time, with a message that says which failed."""
+    # Step 1: strict JSON (UTF-8, no duplicate keys, depth, no NaN, surrogates).
+    try:
+        value: Any = loads_value(line)
+    except DecodeError as exc:
+        raise RecordJsonError(exc.message) from None
     if type(value) is not dict:
         raise RecordSchemaError(f"expected an object, found {type_word(value)}")
+    # Step 2: the one way of writing it: ASCII, compact, keys in order.
+    if not line.isascii():
+        raise RecordSchemaError("the line holds bytes that are not ASCII")
+    if _dump_line(value).encode("ascii") != line:
+        raise RecordSchemaError("the record is not written in its one compact form")
+    # Step 3: the top level: seq, ts, prev and one event key, in that order.
     keys = list(value)
-    if len(keys) != 4 or keys[0] != "seq" or keys[1] != "ts" or keys[2] != "prev":
+    if len(keys) != 4 or tuple(keys[:3]) != _TOP_KEYS:
         shown = ", ".join(json.dumps(k) for k in keys)
         raise RecordSchemaError(
             f'expected the keys "seq", "ts", "prev" and one event key, in that order; '
@@ -462,7 +527,7 @@ def parse_record(line: bytes) -> Record:
     seq = value["seq"]
     if type(seq) is not int or not 0 <= seq <= U64_MAX:
         raise RecordSchemaError(
-            f"seq: expected an unsigned 64-bit integer, found {type_word(seq)}", path="$.seq"
+            f"expected an unsigned 64-bit integer, found {type_word(seq)}", path="$.seq"
         )
     ts = value["ts"]
     if type(ts) is not str or not is_valid_ts(ts):
@@ -470,60 +535,81 @@ def parse_record(line: bytes) -> Record:
     prev = value["prev"]
     if type(prev) is not str or _HEX64.fullmatch(prev) is None:
         raise RecordSchemaError("expected 64 lowercase hex digits", path="$.prev")
-    # Step 3: the event, through the strict converter, then its own rules.
-    # The compiled checker is a faster twin of the converter for valid
-    # records; whatever it does not accept goes to the converter, which is
-    # the authority and says what is wrong.
-    payload = value[key]
+    # Step 4: the event, through the strict converter (the authority).
     try:
-        event = _FAST_EVENT[key](payload)
-    except (Mismatch, KeyError):
-        try:
-            event = structure(payload, cls)
-        except DecodeError as exc:
-            path = f"$.{key}" + (exc.path[1:] if exc.path else "")
-            raise RecordSchemaError(exc.message, path=path) from None
-    _check_event(key, event)
+        event: Any = structure(value[key], cls)
+    except DecodeError as exc:
+        path = f"$.{key}" + (exc.path[1:] if exc.path else "")
+        raise RecordSchemaError(exc.message, path=path) from None
+    # Step 5: rules of single fields that the types alone do not say.
+    problem = _event_problem(key, value[key])
+    if problem is not None:
+        raise RecordSchemaError(problem[1], path=f"$.{key}.{problem[0]}")
     return Record(seq=seq, ts=ts, prev=prev, event=event)
 
 
-def _check_event(key: str, event: Any) -> None:
-    """Rules of single fields that the types alone do not say."""
-    problem: tuple[str, str] | None = None
+def _canonical_within(value: Any, depth: int) -> bool:
+    """Keys sorted at every depth, and no deeper than MAX_DEPTH."""
+    if depth > MAX_DEPTH:
+        return False
+    if type(value) is dict:
+        keys = list(value)
+        if keys != sorted(keys):
+            return False
+        items: Any = value.values()
+    else:
+        items = value
+    for item in items:
+        kind = type(item)
+        if (kind is dict or kind is list) and not _canonical_within(item, depth + 1):
+            return False
+    return True
+
+
+_ARGS_DEPTH = 3  # the record is depth 1, the call 2, its args 3
+
+
+def _event_problem(key: str, payload: dict[str, Any]) -> tuple[str, str] | None:
+    """(path under the event, what is wrong) for an event's JSON, or None.
+
+    Rules of single fields that the types alone do not say; `payload` has
+    already passed the type check.
+    """
     if key == "call":
-        args = event.args
-        if _SESSION.fullmatch(event.session) is None:
-            problem = ("session", "expected a session name [a-z0-9][a-z0-9-]{0,63}")
-        elif len(event.tool) > 1024:
-            problem = ("tool", "a tool name has at most 1024 characters")
-        elif _dump_sorted(args) != _dump_line(args):
-            problem = ("args", "the arguments are not in canonical form (keys sorted)")
+        if _SESSION.fullmatch(payload["session"]) is None:
+            return ("session", "expected a session name [a-z0-9][a-z0-9-]{0,63}")
+        if len(payload["tool"]) > 1024:
+            return ("tool", "a tool name has at most 1024 characters")
+        if not _canonical_within(payload["args"], _ARGS_DEPTH):
+            return ("args", "the arguments are not in canonical form (keys sorted)")
     elif key == "decision":
-        outcome = event.outcome
-        if type(outcome) is OutcomeAsk and not is_valid_ts(outcome.expires_at):
-            problem = ("outcome.ask.expires_at", "expected a time YYYY-MM-DDTHH:MM:SS.ffffffZ")
+        ask = payload["outcome"].get("ask")
+        if ask is not None and not is_valid_ts(ask["expires_at"]):
+            return ("outcome.ask.expires_at", "expected a time YYYY-MM-DDTHH:MM:SS.ffffffZ")
     elif key == "approval":
-        if (event.verdict == "approved") != (event.redecision is not None):
-            problem = ("redecision", "a redecision is present exactly when the verdict is approved")
+        if (payload["verdict"] == "approved") != (payload["redecision"] is not None):
+            return ("redecision", "a redecision is present exactly when the verdict is approved")
     elif key == "result":
-        output = event.output
-        if output is not None and _HEX64.fullmatch(output.sha256) is None:
-            problem = ("output.sha256", "expected 64 lowercase hex digits")
+        output = payload["output"]
+        if output is not None and _HEX64.fullmatch(output["sha256"]) is None:
+            return ("output.sha256", "expected 64 lowercase hex digits")
     elif key == "declassify":
-        if _SESSION.fullmatch(event.session) is None:
-            problem = ("session", "expected a session name [a-z0-9][a-z0-9-]{0,63}")
-    elif key == "recovery" and _HEX64.fullmatch(event.sha256) is None:
-        problem = ("sha256", "expected 64 lowercase hex digits")
-    if problem is not None:
-        raise RecordSchemaError(problem[1], path=f"$.{key}.{problem[0]}")
+        if _SESSION.fullmatch(payload["session"]) is None:
+            return ("session", "expected a session name [a-z0-9][a-z0-9-]{0,63}")
+    elif key == "recovery" and _HEX64.fullmatch(payload["sha256"]) is None:
+        return ("sha256", "expected 64 lowercase hex digits")
+    return None
 
 
-# The compiled checker (a faster twin of the converter; see _fastcheck).
-_FAST_EVENT: dict[str, Callable[[Any], Any]] = compile_checkers(
-    EVENT_TYPES,
-    tagged={
-        DecisionOutcome: {"allowed": OutcomeAllowed, "ask": OutcomeAsk, "denied": OutcomeDenied},
-        RedecisionOutcome: {"allowed": OutcomeAllowed, "denied": OutcomeDenied},
-    },
-    json_names={(Declassify, "from_"): "from"},
+# The compiled checkers (a faster twin of the converter; see _fastcheck):
+# one set builds the events, the other only checks them.
+_TAGGED_UNIONS: dict[Any, dict[str, type[Any]]] = {
+    DecisionOutcome: {"allowed": OutcomeAllowed, "ask": OutcomeAsk, "denied": OutcomeDenied},
+    RedecisionOutcome: {"allowed": OutcomeAllowed, "denied": OutcomeDenied},
+}
+_FAST_EVENT = compile_checkers(
+    EVENT_TYPES, tagged=_TAGGED_UNIONS, json_names={(Declassify, "from_"): "from"}
+)
+_CHECK_EVENT = compile_checkers(
+    EVENT_TYPES, tagged=_TAGGED_UNIONS, json_names={(Declassify, "from_"): "from"}, build=False
 )

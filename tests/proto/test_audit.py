@@ -34,6 +34,7 @@ from boxmaker.proto._audit import (
     ResultRecord,
     Start,
     Stop,
+    check_record_line,
     day_file_name,
     encode_record,
     event_key,
@@ -263,6 +264,7 @@ def test_fast_checker_agrees_with_converter(event: Any, data: st.DataObject) -> 
         parsed: Any = parse_record(line).event
     except RecordSchemaError:
         parsed = None
+    assert_same_verdict(line)
     if parsed is not None:
         assert authority == parsed
     elif authority is not None:
@@ -270,6 +272,34 @@ def test_fast_checker_agrees_with_converter(event: Any, data: st.DataObject) -> 
         # that the converter alone does not know.
         with pytest.raises(RecordSchemaError):
             parse_record(line)
+
+
+def assert_same_verdict(line: bytes) -> None:
+    """check_record_line (the verifier's path) judges exactly as parse_record."""
+    try:
+        record = parse_record(line)
+    except DecodeError as exc:
+        with pytest.raises(type(exc)):
+            check_record_line(line)
+        return
+    seq, prev, key, payload = check_record_line(line)
+    assert (seq, prev, key) == (record.seq, record.prev, event_key(record.event))
+    assert payload == json.loads(line)[key]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(one_of_each()), st.data())
+def test_damaged_lines_judged_alike_by_both_paths(event: Any, data: st.DataObject) -> None:
+    line = bytearray(line_of(event))
+    for _ in range(data.draw(st.integers(1, 3))):
+        offset = data.draw(st.integers(0, len(line) - 1))
+        line[offset] = data.draw(st.sampled_from(b' "{}[],:0aZ\\\x00\xff'))
+    assert_same_verdict(bytes(line))
+
+
+@pytest.mark.parametrize("event", one_of_each(), ids=lambda e: type(e).__name__)
+def test_both_paths_on_valid_lines(event: Any) -> None:
+    assert_same_verdict(line_of(event))
 
 
 def test_timestamps_in_every_record_are_utc_now_compatible() -> None:

@@ -1,0 +1,612 @@
+"""The chain verifier (04-audit "Verifier"): pure and line-at-a-time.
+
+Feed it the day files in name order::
+
+    verifier = ChainVerifier(expect_head=None)
+    for name in sorted(names):
+        if verifier.begin_file(name):      # False: not a day file, listed as ignored
+            for line in lines_of(name):    # each line with its b"\\n", if it has one
+                verifier.feed_line(line)
+            verifier.end_file()
+    report = verifier.finish()
+
+It judges a line only once the next one has arrived (or at `finish`), so that
+a `recovery` record can mark the line before it as not a record.  For every
+line, in this order (the steps are marked in the code):
+
+1. newline: a line without ``\\n`` is the torn tail when it is the last line
+   of the newest non-empty file, else a `missing_newline` failure;
+2. parse: strict JSON (`bad_json`), then the record's schema (`bad_record`);
+3. seq: the previous record's seq plus one (`seq_gap`), 0 for the first;
+4. prev: the hash of the previous record's line (`hash_mismatch`);
+5. references: the `call` of a decision, approval or result names an
+   earlier `call` record (`bad_reference`);
+6. recovery: a `recovery` record describes exactly the line before it, in
+   the same file (`bad_recovery`); that line is then not a record;
+7. break: a `break` names the first failure not yet accepted and counts them
+   all, and its seq and prev follow the break rule (`bad_break`); when it
+   does, those failures are accepted.
+
+After a failure it resynchronises: the next line that parses is taken into the
+chain without steps 3 and 4, so every broken region is reported, not only the
+first.  A line that parses but fails a later step is reported and still taken
+into the chain (later lines are checked against it).  At the end, an expected
+head (``--expect-head SEQ:HASH``) must be a record of the chain at that seq
+with that hash, with no failure at or before it (`head_mismatch`).
+
+Every failure says what was expected and what was found (`Failure.detail`).
+No I/O here: `boxmaker._audit_files` reads the directory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from hashlib import sha256
+from typing import Any, Literal
+
+import attrs
+
+from ._audit import (
+    GENESIS_PREV,
+    Break,
+    BreakFirst,
+    FailureKind,
+    Record,
+    RecordJsonError,
+    Recovery,
+    check_record_line,
+    is_day_file_name,
+    parse_record,
+)
+from ._convert import U64, register_unstructure_hook
+from ._errors import DecodeError
+
+ReportKind = FailureKind | Literal["head_mismatch"]
+
+_REFERRING = frozenset({"decision", "approval", "result"})
+"""Events whose `call` must name an earlier call record."""
+
+
+@attrs.frozen(kw_only=True)
+class Head:
+    """The last record of the chain."""
+
+    seq: int
+    hash: str
+    file: str
+    line: int
+
+
+@attrs.frozen(kw_only=True)
+class Failure:
+    """One failure.  `detail` (expected and found, in words) is not in the JSON."""
+
+    kind: ReportKind
+    file: str | None
+    line: int | None
+    seq: int | None
+    expected: str | None
+    found: str | None
+    accepted: bool
+    detail: str = attrs.field(eq=False)
+    region: int = attrs.field(eq=False)
+    """Broken regions are numbered from 1; failures of one region share it."""
+
+
+@attrs.frozen(kw_only=True)
+class AcceptedBreak:
+    file: str
+    line: int
+    first: BreakFirst
+    failures: int
+
+
+@attrs.frozen(kw_only=True)
+class Recovered:
+    """A torn line closed off by the `recovery` record after it."""
+
+    file: str
+    line: int
+
+
+@attrs.frozen(kw_only=True)
+class TornTail:
+    """The last line of the newest non-empty file, without ``\\n``."""
+
+    file: str
+    line: int
+    bytes: int
+    sha256: str = attrs.field(eq=False)
+    """Of the torn bytes, for the `recovery` record (not in the JSON)."""
+
+
+@attrs.frozen(kw_only=True)
+class ChainReport:
+    """What the verifier found; `unstructure` gives exactly 04-audit's JSON."""
+
+    ok: bool
+    files: int
+    records: int
+    head: Head | None
+    failures: list[Failure]
+    accepted_breaks: list[AcceptedBreak]
+    recovered: list[Recovered]
+    torn_tail: TornTail | None
+    unfinished_calls: list[int]
+    ignored_files: list[str]
+    regions: int = attrs.field(eq=False)
+    """How many separate broken regions the failures lie in (not in the JSON)."""
+    break_seq: int = attrs.field(eq=False)
+    break_prev: str = attrs.field(eq=False)
+    """The seq and prev a `break` appended now at the end of the log must carry."""
+
+    @property
+    def unaccepted(self) -> list[Failure]:
+        return [failure for failure in self.failures if not failure.accepted]
+
+    def break_event(self, by: int) -> Break:
+        """The `break` event that accepts every unaccepted failure (04-audit step 4)."""
+        open_failures = [f for f in self.unaccepted if f.kind != "head_mismatch"]
+        if not open_failures:
+            raise ValueError("there is no failure to accept")
+        first = open_failures[0]
+        assert first.file is not None and first.line is not None
+        assert first.kind != "head_mismatch"
+        return Break(
+            first=BreakFirst(file=first.file, line=U64(first.line), kind=first.kind),
+            failures=U64(len(open_failures)),
+            by=U64(by),
+        )
+
+    def recovery_event(self) -> Recovery | None:
+        """The `recovery` event for the torn tail, if there is one (step 3)."""
+        torn = self.torn_tail
+        if torn is None:
+            return None
+        return Recovery(file=torn.file, line=U64(torn.line), bytes=U64(torn.bytes),
+                        sha256=torn.sha256)
+
+    @property
+    def next_seq(self) -> int:
+        """The seq of a record appended after the head (and after a recovery)."""
+        return 0 if self.head is None else self.head.seq + 1
+
+    @property
+    def next_prev(self) -> str:
+        return GENESIS_PREV if self.head is None else self.head.hash
+
+
+def _failure_json(failure: Failure) -> dict[str, Any]:
+    return {
+        "kind": failure.kind,
+        "file": failure.file,
+        "line": failure.line,
+        "seq": failure.seq,
+        "expected": failure.expected,
+        "found": failure.found,
+        "accepted": failure.accepted,
+    }
+
+
+def report_json(report: ChainReport) -> dict[str, Any]:
+    """The report as 04-audit's JSON document."""
+    head = report.head
+    torn = report.torn_tail
+    return {
+        "ok": report.ok,
+        "files": report.files,
+        "records": report.records,
+        "head": None
+        if head is None
+        else {"seq": head.seq, "hash": head.hash, "file": head.file, "line": head.line},
+        "failures": [_failure_json(f) for f in report.failures],
+        "accepted_breaks": [
+            {
+                "file": b.file,
+                "line": b.line,
+                "first": {"file": b.first.file, "line": b.first.line, "kind": b.first.kind},
+                "failures": b.failures,
+            }
+            for b in report.accepted_breaks
+        ],
+        "recovered": [{"file": r.file, "line": r.line} for r in report.recovered],
+        "torn_tail": None
+        if torn is None
+        else {"file": torn.file, "line": torn.line, "bytes": torn.bytes},
+        "unfinished_calls": list(report.unfinished_calls),
+        "ignored_files": list(report.ignored_files),
+    }
+
+
+register_unstructure_hook(ChainReport, report_json)
+register_unstructure_hook(Failure, _failure_json)
+
+
+class _Line:
+    """A line waiting for the next one before it is judged."""
+
+    __slots__ = (
+        "before_hash",
+        "content",
+        "error",
+        "file",
+        "hash",
+        "key",
+        "line",
+        "newline",
+        "payload",
+        "position",
+        "prev",
+        "recovery_problem",
+        "seq",
+    )
+
+    def __init__(
+        self, file: str, line: int, position: int, content: bytes, *, newline: bool,
+        line_hash: str, before_hash: str,
+    ) -> None:
+        self.file = file
+        self.line = line
+        self.position = position  # 1-based across all files
+        self.content = content
+        self.newline = newline
+        self.hash = line_hash
+        self.before_hash = before_hash  # of the line just before, whatever it is
+        # When the line is a valid record: its seq, prev, event key and JSON.
+        self.seq = -1
+        self.prev = ""
+        self.key: str | None = None
+        self.payload: dict[str, Any] = {}
+        self.error: DecodeError | None = None
+        self.recovery_problem: str | None = None
+
+    def record(self) -> Record:
+        """The record, built on demand (a line whose key is set)."""
+        return parse_record(self.content)
+
+
+class _Note:
+    """A failure while verifying (its `accepted` can still change)."""
+
+    __slots__ = ("accepted", "detail", "expected", "file", "found", "kind", "line", "position",
+                 "region", "seq")
+
+    def __init__(self, kind: ReportKind, line: _Line | None, seq: int | None, *, detail: str,
+                 region: int, expected: str | None, found: str | None) -> None:
+        self.kind: ReportKind = kind
+        self.file = line.file if line is not None else None
+        self.line = line.line if line is not None else None
+        self.position = line.position if line is not None else 0
+        self.seq = seq
+        self.detail = detail
+        self.expected = expected
+        self.found = found
+        self.accepted = False
+        self.region = region
+
+
+OnRecord = Callable[[Record], None]
+
+
+class ChainVerifier:
+    """Feed lines, get a `ChainReport`.  See the module docstring for the steps."""
+
+    def __init__(
+        self, *, expect_head: tuple[int, str] | None = None, on_record: OnRecord | None = None
+    ) -> None:
+        self._expect_head = expect_head
+        self._on_record = on_record
+        self._file: str | None = None
+        self._last_file: str | None = None
+        self._files = 0
+        self._ignored: list[str] = []
+        self._line = 0  # in the current file
+        self._position = 0  # across files
+        self._last_line_hash = GENESIS_PREV
+        self._pending: _Line | None = None
+        self._finished = False
+        # The chain so far: the last record taken in, and whether the chain is
+        # broken just before the next line (then the next parsed line is taken
+        # in without steps 3 and 4).
+        self._head: _Line | None = None
+        self._head_seq = -1
+        self._broken = False
+        self._records = 0
+        self._calls: set[int] = set()
+        self._running: set[int] = set()
+        self._notes: list[_Note] = []
+        self._open: list[_Note] = []  # failures no break has accepted yet
+        self._regions = 0
+        self._in_region = False
+        self._breaks: list[AcceptedBreak] = []
+        self._recovered: list[Recovered] = []
+        self._torn: TornTail | None = None
+        self._expect_found: _Line | None = None
+
+    # -- feeding ------------------------------------------------------------
+
+    def begin_file(self, name: str) -> bool:
+        """Start a file.  False when `name` is not a day file: it is listed as
+        ignored and nothing of it may be fed (and no `end_file` for it)."""
+        if self._finished or self._file is not None:
+            raise RuntimeError("begin_file while a file is open or after finish")
+        if self._last_file is not None and name <= self._last_file:
+            raise ValueError(f"files must come in name order: {name!r} after {self._last_file!r}")
+        self._last_file = name
+        if not is_day_file_name(name):
+            self._ignored.append(name)
+            return False
+        self._file = name
+        self._files += 1
+        self._line = 0
+        return True
+
+    def ignore_file(self, name: str) -> None:
+        """List a `.jsonl` file that is not a day file (the walker's choice)."""
+        self._ignored.append(name)
+
+    def end_file(self) -> None:
+        if self._file is None:
+            raise RuntimeError("end_file without begin_file")
+        self._file = None
+
+    def feed_line(self, line: bytes) -> None:
+        """One line of the open file, with its ``\\n`` when it has one."""
+        newline = line.endswith(b"\n")
+        content = line[:-1] if newline else line
+        if b"\n" in content:
+            raise ValueError("feed_line takes one line at a time")
+        self.feed_content(content, newline)
+
+    def feed_content(self, content: bytes, newline: bool) -> None:
+        """One line given as its bytes without ``\\n`` and whether it had one."""
+        file = self._file
+        if file is None:
+            raise RuntimeError("feed_line outside a file")
+        self._line += 1
+        self._position += 1
+        digest = sha256(content).hexdigest()
+        entry = _Line(file, self._line, self._position, content, newline=newline,
+                      line_hash=digest, before_hash=self._last_line_hash)
+        self._last_line_hash = digest
+        # Step 2 (parse) happens on arrival: whether this is a recovery decides
+        # how the line before it is judged.
+        try:
+            entry.seq, entry.prev, entry.key, entry.payload = check_record_line(content)
+        except DecodeError as exc:
+            entry.error = exc
+        pending = self._pending
+        if entry.key == "recovery":
+            # Step 6: a recovery describes exactly the line before it.
+            event = entry.record().event
+            assert type(event) is Recovery
+            problem = self._recovery_problem(event, entry, pending)
+            if problem is None:
+                assert pending is not None
+                self._recovered.append(Recovered(file=pending.file, line=pending.line))
+                pending = None
+            else:
+                entry.recovery_problem = problem
+        if pending is not None:
+            self._judge(pending)
+        self._pending = entry
+
+    def finish(self) -> ChainReport:
+        if self._file is not None:
+            raise RuntimeError("finish with a file still open")
+        if not self._finished:
+            self._finished = True
+            pending = self._pending
+            self._pending = None
+            if pending is not None:
+                if not pending.newline:
+                    # Step 1: the last line of the newest non-empty file.
+                    self._torn = TornTail(
+                        file=pending.file, line=pending.line, bytes=len(pending.content),
+                        sha256=pending.hash,
+                    )
+                else:
+                    self._judge(pending)
+            self._check_expected_head()
+        return self._report()
+
+    # -- judging --------------------------------------------------------------
+
+    def _fail(self, kind: ReportKind, line: _Line | None, seq: int | None, detail: str, *,
+              expected: str | None = None, found: str | None = None) -> None:
+        if not self._in_region:
+            self._in_region = True
+            self._regions += 1
+        note = _Note(kind, line, seq, detail=detail, region=self._regions, expected=expected,
+                     found=found)
+        self._notes.append(note)
+        if kind != "head_mismatch":
+            self._open.append(note)
+
+    def _judge(self, entry: _Line) -> None:
+        # Step 1: newline.  Only the very last line may lack one (the torn tail).
+        if not entry.newline:
+            self._fail("missing_newline", entry, None,
+                       "expected the line to end with a newline, found none "
+                       "(and it is not the torn tail)")
+            self._broken = True
+            return
+        # Step 2: parse (done on arrival).
+        key = entry.key
+        if key is None:
+            error = entry.error
+            assert error is not None
+            kind: ReportKind = "bad_json" if isinstance(error, RecordJsonError) else "bad_record"
+            self._fail(kind, entry, None, str(error))
+            self._broken = True
+            return
+        seq = entry.seq
+        failed = False
+        if entry.recovery_problem is not None:
+            self._fail("bad_recovery", entry, seq, entry.recovery_problem)
+            failed = True
+        elif key == "break":
+            failed = self._judge_break(entry)
+        elif not self._broken:
+            # Step 3: seq.
+            want_seq = self._head_seq + 1
+            if seq != want_seq:
+                self._fail("seq_gap", entry, seq, f"expected seq {want_seq}, found {seq}")
+                failed = True
+            # Step 4: prev.
+            else:
+                head = self._head
+                want_prev = head.hash if head is not None else GENESIS_PREV
+                if entry.prev != want_prev:
+                    self._fail("hash_mismatch", entry, seq,
+                               f"expected prev {want_prev}, found {entry.prev}",
+                               expected=want_prev, found=entry.prev)
+                    failed = True
+        # Step 5: references.
+        if key in _REFERRING:
+            payload = entry.payload
+            call = payload["call"]
+            if call in self._calls:
+                self._track_call(key, payload)
+            elif not failed:
+                self._fail("bad_reference", entry, seq,
+                           f"expected call {call} to name an earlier call record, found none")
+                failed = True
+        elif key == "call":
+            self._calls.add(seq)
+        self._take(entry, failed)
+
+    def _take(self, entry: _Line, failed: bool) -> None:
+        """Take a parsed line into the chain as its new head."""
+        self._head = entry
+        self._head_seq = entry.seq
+        self._broken = False
+        self._records += 1
+        if not failed:
+            self._in_region = False
+        expect = self._expect_head
+        if expect is not None and entry.seq == expect[0] and self._expect_found is None:
+            self._expect_found = entry
+        if self._on_record is not None:
+            self._on_record(entry.record())
+
+    def _track_call(self, key: str, payload: dict[str, Any]) -> None:
+        """Calls that were let run and have no result yet (unfinished_calls)."""
+        if key == "result":
+            self._running.discard(payload["call"])
+        elif key == "decision":
+            if "allowed" in payload["outcome"]:
+                self._running.add(payload["call"])
+        elif payload["verdict"] == "approved":
+            redecision = payload["redecision"]
+            if redecision is not None and "allowed" in redecision["outcome"]:
+                self._running.add(payload["call"])
+
+    def _recovery_problem(self, event: Recovery, entry: _Line, before: _Line | None) -> str | None:
+        # Step 6: the recovery and the torn line it describes.
+        if before is None or before.file != entry.file:
+            return f"expected a line before the recovery in {entry.file}, found none"
+        if event.file != before.file or event.line != before.line:
+            return (f"expected it to name {before.file} line {before.line}, "
+                    f"found {event.file} line {event.line}")
+        if event.bytes != len(before.content):
+            return f"expected bytes {len(before.content)}, found {event.bytes}"
+        if event.sha256 != before.hash:
+            return f"expected sha256 {before.hash}, found {event.sha256}"
+        return None
+
+    def _judge_break(self, entry: _Line) -> bool:
+        # Step 7: a break names the first open failure, counts them all, and
+        # takes its seq from lines: the last record's seq plus the lines from
+        # there to the break (itself included); its prev is the line before it.
+        seq = entry.seq
+        event = entry.record().event
+        assert type(event) is Break
+        head = self._head
+        if head is None:
+            want_seq = entry.position - 1
+        else:
+            want_seq = self._head_seq + entry.position - head.position
+        problem: str | None = None
+        open_failures = self._open
+        if not open_failures:
+            problem = "expected a failure before the break to accept, found none"
+        else:
+            first = open_failures[0]
+            want_first = (first.file, first.line, first.kind)
+            found_first = (event.first.file, event.first.line, event.first.kind)
+            if want_first != found_first:
+                problem = (f"expected the first failure {want_first[0]} line {want_first[1]} "
+                           f"{want_first[2]}, found {found_first[0]} line {found_first[1]} "
+                           f"{found_first[2]}")
+            elif event.failures != len(open_failures):
+                problem = f"expected failures {len(open_failures)}, found {event.failures}"
+            elif seq != want_seq:
+                problem = f"expected seq {want_seq}, found {seq}"
+            elif entry.prev != entry.before_hash:
+                problem = f"expected prev {entry.before_hash}, found {entry.prev}"
+        if problem is not None:
+            self._fail("bad_break", entry, seq, problem)
+            return True
+        for note in open_failures:
+            note.accepted = True
+        self._breaks.append(AcceptedBreak(file=entry.file, line=entry.line,
+                                          first=event.first, failures=event.failures))
+        self._open = []
+        return False
+
+    def _check_expected_head(self) -> None:
+        expect = self._expect_head
+        if expect is None:
+            return
+        seq, digest = expect
+        found = self._expect_found
+        if found is None:
+            head = self._head
+            self._fail("head_mismatch", head, seq,
+                       f"expected a record with seq {seq} in the chain, found none "
+                       f"(the chain ends at seq {self._head_seq})", expected=digest)
+        elif found.hash != digest:
+            self._fail("head_mismatch", found, seq,
+                       f"expected the record with seq {seq} to hash {digest}, "
+                       f"found {found.hash}", expected=digest, found=found.hash)
+        else:
+            earlier = [n for n in self._notes if n.position <= found.position]
+            if earlier:
+                self._fail("head_mismatch", found, seq,
+                           f"expected no failure at or before seq {seq}, found "
+                           f"{len(earlier)} (the first: {earlier[0].kind} at "
+                           f"{earlier[0].file} line {earlier[0].line})",
+                           expected=digest, found=found.hash)
+
+    def _report(self) -> ChainReport:
+        failures = [
+            Failure(kind=n.kind, file=n.file, line=n.line, seq=n.seq, expected=n.expected,
+                    found=n.found, accepted=n.accepted, detail=n.detail, region=n.region)
+            for n in self._notes
+        ]
+        head = self._head
+        if head is None:
+            head_out = None
+        else:
+            head_out = Head(seq=self._head_seq, hash=head.hash, file=head.file, line=head.line)
+        # A break appended now: seq from lines, prev the last line's hash.
+        if head is None:
+            break_seq = self._position
+        else:
+            break_seq = self._head_seq + self._position + 1 - head.position
+        return ChainReport(
+            ok=all(f.accepted for f in failures),
+            files=self._files,
+            records=self._records,
+            head=head_out,
+            failures=failures,
+            accepted_breaks=list(self._breaks),
+            recovered=list(self._recovered),
+            torn_tail=self._torn,
+            unfinished_calls=sorted(self._running),
+            ignored_files=list(self._ignored),
+            regions=self._regions,
+            break_seq=break_seq,
+            break_prev=self._last_line_hash,
+        )
