@@ -1,39 +1,23 @@
 """Opening the audit log at start, and recomputing the session taints from it.
 
-The writer's start-up (lock, verify, torn tail, accepted break) belongs to the
-audit writer's modules; this adapter calls it and then reads the log's records
-once more to rebuild the taints (04-audit "Session state").
+The writer's start-up (lock, verify, torn tail, accepted break) is
+`_audit_startup.open_audit_log`; while it verifies, every accepted record is
+fed to a `TaintCollector`, which recomputes every session's taint from the
+`result` and `declassify` records (04-audit "Session state").
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
 
-from ..proto._audit import (
-    GENESIS_PREV,
-    Call,
-    Declassify,
-    Record,
-    ResultRecord,
-    is_day_file_name,
-    line_hash,
-    parse_record,
-)
-from ..proto._errors import DecodeError
+from .._audit_files import verify_directory
+from ..proto._audit import Call, Declassify, Record, ResultRecord
 from ..proto._taint import Taint
-from ._audit_writer import (
-    AuditChainBroken,
-    AuditWriter,
-    FsyncFn,
-    WriteFn,
-    lock_audit_dir,
-    open_audit_dir,
-    thread_fsync,
-)
+from ._audit_startup import StartupReport, open_audit_log
+from ._audit_writer import AuditWriter, FsyncFn, WriteFn, thread_fsync
 from ._config import BrokerdConfig
 from ._state import TaintChange, rebuild
 
@@ -44,81 +28,55 @@ class AuditStartup:
     taints: dict[str, tuple[Taint, int]]
     known_sessions: list[str]
     head_seq: int | None
+    report: StartupReport | None = None
 
 
-def day_files(directory: Path) -> list[str]:
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return []
-    return sorted(n for n in names if is_day_file_name(n))
+class TaintCollector:
+    """Fed every verified record in order; keeps what the taints are made of."""
 
+    def __init__(self) -> None:
+        self.known: set[str] = set()
+        self._sessions_of_calls: dict[int, str] = {}
+        self.taints: dict[str, tuple[Taint, int]] = {}
+        self.head_seq: int | None = None
 
-def iter_records(directory: Path) -> Iterator[Record]:
-    """Every line of the log that parses as a record, in order (start-up verified the rest)."""
-    for name in day_files(directory):
-        with open(directory / name, "rb") as handle:
-            for line in handle:
-                if not line.endswith(b"\n"):
-                    continue
-                try:
-                    yield parse_record(line)
-                except DecodeError:
-                    continue
-
-
-def taint_changes(records: Iterator[Record], known: set[str]) -> Iterator[TaintChange]:
-    """`result` and `declassify` records as taint changes; `known` collects session names."""
-    sessions_of_calls: dict[int, str] = {}
-    for record in records:
+    def __call__(self, record: Record) -> None:
+        self.head_seq = record.seq
         event = record.event
         if isinstance(event, Call):
-            sessions_of_calls[record.seq] = event.session
-            known.add(event.session)
+            self._sessions_of_calls[record.seq] = event.session
+            self.known.add(event.session)
         elif isinstance(event, ResultRecord):
-            session = sessions_of_calls.pop(event.call, None)
+            session = self._sessions_of_calls.pop(event.call, None)
             if session is not None:
-                yield TaintChange(seq=record.seq, session=session, taint=event.state)
+                self._change(TaintChange(seq=record.seq, session=session, taint=event.state))
         elif isinstance(event, Declassify):
-            known.add(event.session)
-            yield TaintChange(seq=record.seq, session=event.session, taint=event.to)
+            self.known.add(event.session)
+            self._change(TaintChange(seq=record.seq, session=event.session, taint=event.to))
+
+    def _change(self, change: TaintChange) -> None:
+        self.taints.update(rebuild([change]))
 
 
-def rebuild_from_log(directory: Path) -> tuple[dict[str, tuple[Taint, int]], list[str]]:
-    known: set[str] = set()
-    taints = rebuild(taint_changes(iter_records(directory), known))
-    return taints, sorted(known)
-
-
-def _simple_start(directory: Path, fsync: FsyncFn | None, write: WriteFn) -> AuditWriter:
-    """Lock and find where the chain ends (a stand-in for the writer's full start-up)."""
-    dir_fd = open_audit_dir(directory)
-    lock_fd = lock_audit_dir(dir_fd)
-    next_seq, prev, current = 0, GENESIS_PREV, None
-    for name in day_files(directory):
-        data = (directory / name).read_bytes()
-        if data:
-            current = name
-        for line in data.splitlines(keepends=True):
-            try:
-                record = parse_record(line)
-            except DecodeError as exc:
-                os.close(lock_fd)
-                os.close(dir_fd)
-                raise AuditChainBroken(
-                    f"brokerd: the audit log does not verify ({name}: {exc}); refusing to start. "
-                    "See docs/runbook.md#audit-chain-broken"
-                ) from exc
-            next_seq, prev = record.seq + 1, line_hash(line)
-    return AuditWriter(dir_fd=dir_fd, lock_fd=lock_fd, next_seq=next_seq, prev=prev,
-                       current_file=current, fsync=fsync, write=write)
+def rebuild_from_log(directory: Path) -> tuple[dict[str, tuple[Taint, int]], list[str],
+                                               int | None]:
+    """(taints, known sessions, head seq) from the log as it is (brokerd rebuild-state)."""
+    collector = TaintCollector()
+    verify_directory(directory, on_record=collector)
+    return collector.taints, sorted(collector.known), collector.head_seq
 
 
 async def open_audit(config: BrokerdConfig, *, accept_break: bool, fsync: FsyncFn | None,
                      write: WriteFn = os.write) -> AuditStartup:
-    """Start the writer and rebuild the taints.  Raises AuditError."""
+    """Start the writer (lock, verify, recover, break) and rebuild the taints.
+
+    Raises AuditError (locked, chain broken, unavailable).
+    """
     chosen: FsyncFn | None = (fsync or thread_fsync) if config.fsync else None
-    writer = _simple_start(config.audit, chosen, write)
-    taints, known = rebuild_from_log(config.audit)
-    head = writer.next_seq - 1 if writer.next_seq > 0 else None
-    return AuditStartup(writer=writer, taints=taints, known_sessions=known, head_seq=head)
+    collector = TaintCollector()
+    writer, report = await open_audit_log(config.audit, accept_break=accept_break,
+                                          by_uid=config.own_uid, fsync=chosen,
+                                          on_record=collector, write=write)
+    head = report.next_seq - 1 if report.next_seq > 0 else None
+    return AuditStartup(writer=writer, taints=collector.taints,
+                        known_sessions=sorted(collector.known), head_seq=head, report=report)

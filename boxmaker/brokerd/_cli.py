@@ -124,9 +124,8 @@ def rebuild_state_command(config_path: Path | None) -> None:
         _fail(str(exc))
         return
     try:
-        taints, _ = rebuild_from_log(config.audit)
-        report = sync_state_files(config.sessions_dir, taints, head_seq=_log_head(config),
-                                  fsync=True)
+        taints, _, head = rebuild_from_log(config.audit)
+        report = sync_state_files(config.sessions_dir, taints, head_seq=head, fsync=True)
     finally:
         os.close(lock_fd)
     for session in report.rewritten:
@@ -136,15 +135,6 @@ def rebuild_state_command(config_path: Path | None) -> None:
     click.echo(f"ok: {len(taints)} sessions in the log, {len(report.rewritten)} files rewritten")
     if report.failed:
         sys.exit(1)
-
-
-def _log_head(config: BrokerdConfig) -> int | None:
-    from ._audit_link import iter_records
-
-    head: int | None = None
-    for record in iter_records(config.audit):
-        head = record.seq
-    return head
 
 
 def main() -> None:

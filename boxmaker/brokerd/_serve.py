@@ -181,6 +181,17 @@ async def _serve_with_log(
 ) -> None:
     writer = startup.writer
     warnings: list[str] = []
+    found = startup.report
+    if found is not None:
+        if found.recovery is not None:
+            log.warning("audit: a torn last line was closed off (recovery record %d)",
+                        found.recovery.seq)
+        if found.break_record is not None:
+            log.warning("audit: --accept-break recorded a break (record %d) over %d failure(s)",
+                        found.break_record.seq, len(found.chain.unaccepted))
+        if found.unfinished_calls:
+            log.info("audit: calls that were running when brokerd stopped: %s",
+                     ", ".join(str(c) for c in found.unfinished_calls))
     if not config.fsync:
         log.warning(FSYNC_OFF_WARNING)
         warnings.append(FSYNC_OFF_WARNING)
