@@ -335,3 +335,33 @@ def test_the_container_gets_no_host_environment(settings: PodmanSettings, home: 
         del os.environ["BOXMAKER_LEAK_CHECK"]
     assert "BOXMAKER_LEAK_CHECK" not in done.stdout
     assert done.returncode == 0
+
+
+def test_brokerd_factory_checks_and_serves(image: str, home: Path, grant: Path) -> None:
+    from types import SimpleNamespace
+
+    from boxmaker.brokerd._config import RunnerTable
+    from boxmaker.brokerd.runner._podman import make_podman_runtime
+
+    table = RunnerTable(kind="podman", podman="podman", image=image, oci_runtime="runc")
+    runtime = make_podman_runtime(SimpleNamespace(runner=table, home=home))
+    assert runtime.ok, runtime.reason
+
+    async def one_call() -> Any:
+        return await runtime.run(spec("read_file", {"path": str(grant / "notes.txt")}, str(grant)))
+
+    outcome = trio.run(one_call)
+    assert outcome.status == "ok"
+
+
+async def test_more_output_than_the_cap_is_tool_failed_not_cut(
+    settings: PodmanSettings, home: Path
+) -> None:
+    # The toolkit caps itself; this is the runner's safety net for one that does not.
+    runtime = await started(attrs.evolve(settings, output_max_bytes=4096), home)
+    name = container_name(instance_id(home), 77)
+    argv = runtime.argv(name=name, mounts=[], command=["python3", "-c", "print('x' * 100000)"])
+    with trio.fail_after(60):
+        done = await runtime._execute(argv, name, b"")
+    assert done.too_large
+    assert len(done.stdout) == 4096
