@@ -217,10 +217,10 @@ class _Batch:
         self.error = error
 
 
-class AuditWriter:
+class AuditWriter(trio.abc.AsyncResource):
     """Appends records to the log with group commit.  Built by start-up
     (`_audit_startup.open_audit_log`), which has verified the log and knows
-    where the chain ends.
+    where the chain ends.  An async context manager: leaving it is `aclose`.
 
     `current_file` is the newest day file (`None` when there is none yet; the
     first append creates one).  `fsync=None` never fsyncs (tests, benchmarks).

@@ -464,8 +464,8 @@ async def test_no_fsync_mode_writes_without_fsync(tmp_path: Path) -> None:
 
 
 async def test_closed_writer_refuses(tmp_path: Path) -> None:
-    writer = make_writer(tmp_path)
-    await writer.aclose()
+    async with make_writer(tmp_path) as writer:
+        await writer.append([stop(0)])
     await writer.aclose()  # idempotent
     with pytest.raises(trio.ClosedResourceError):
         await writer.append([stop(0)])
