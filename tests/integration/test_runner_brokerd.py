@@ -1,0 +1,123 @@
+"""The real brokerd binary with `[runner] kind = "podman"` (marker `podman`).
+
+A call allowed by a grant runs in a real container and comes back as a
+`result`; a symbolic link escaping the grant is refused before anything runs;
+with the image missing brokerd still serves and answers runner_unavailable.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from tests.fakes.brokerd import Home, call_request, request, start
+
+pytestmark = pytest.mark.podman
+
+
+def tools_image() -> str:
+    why = None
+    if shutil.which("podman") is None:
+        why = "podman is not installed (scripts/get-podman)"
+    else:
+        done = subprocess.run(
+            [str(REPO / "scripts" / "build-tools-image"), "--check"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+        if done.returncode == 0:
+            return done.stdout.strip()
+        why = "no tools image for the current toolkit sources (scripts/build-tools-image)"
+    if os.environ.get("BOXMAKER_CI") == "1":
+        pytest.fail(why)
+    pytest.skip(why)
+
+
+def read_grant(directory: Path) -> str:
+    return f"""
+[[grant]]
+id = "notes-read"
+tool = "read_file"
+mode = "allow"
+paths = ["{directory}"]
+"""
+
+
+def podman_home(image: str, notes: Path) -> Home:
+    home = Home(runner="podman", grants={"notes.toml": read_grant(notes)}, fsync=False)
+    text = home.config.read_text().replace(
+        'kind = "podman"\n',
+        f'kind = "podman"\npodman = "podman"\nimage = "{image}"\noci_runtime = "runc"\n',
+    )
+    home.config.write_text(text)
+    return home
+
+
+@pytest.fixture
+def notes() -> Iterator[Path]:
+    root = Path(
+        subprocess.check_output(["mktemp", "-d", "/tmp/bx-notes-XXXXXX"], text=True).strip()
+    )
+    (root / "notes").mkdir()
+    (root / "notes" / "todo.txt").write_text("buy milk\n")
+    (root / "secret.txt").write_text("not for the model")
+    yield root / "notes"
+    shutil.rmtree(root)
+
+
+def test_an_allowed_call_runs_in_a_container(notes: Path) -> None:
+    home = podman_home(tools_image(), notes)
+    proc = start(home, timeout=60)
+    try:
+        frames = request(
+            home.broker, call_request("s1", "read_file", {"path": str(notes / "todo.txt")}), 60
+        )
+        assert len(frames) == 1, frames
+        assert "result" in frames[0], frames
+        result = frames[0]["result"]
+        assert result["status"] == "ok", frames
+        assert result["output"]["content"] == "buy milk\n"
+
+        (notes / "escape").symlink_to(notes.parent)
+        escaped = request(
+            home.broker,
+            call_request("s1", "read_file", {"path": str(notes / "escape" / "secret.txt")}, 2),
+            60,
+        )
+        assert escaped == [
+            {
+                "id": 2,
+                "denied": {
+                    "code": "unsafe_target",
+                    "reason": "symbolic link in path",
+                    "grant": "notes-read",
+                    "runbook": None,
+                },
+            }
+        ]
+    finally:
+        assert proc.stop() == 0, proc.log()
+        home.cleanup()
+
+
+def test_a_missing_image_still_serves_and_answers_runner_unavailable(notes: Path) -> None:
+    shutil.which("podman") or pytest.skip("podman is not installed (scripts/get-podman)")
+    home = podman_home("sha256:" + "0" * 64, notes)
+    proc = start(home, timeout=60)
+    try:
+        frames = request(
+            home.broker, call_request("s1", "read_file", {"path": str(notes / "todo.txt")}), 60
+        )
+        assert "runner_unavailable" in str(frames), frames
+        assert "docs/runbook.md#runner-unavailable" in proc.log()
+    finally:
+        assert proc.stop() == 0, proc.log()
+        home.cleanup()
