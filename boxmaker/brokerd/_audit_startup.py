@@ -78,9 +78,11 @@ async def open_audit_log(
 ) -> tuple[AuditWriter, StartupReport]:
     """Lock, verify, recover and open the audit log in `directory`.
 
-    `on_record` sees every record the verifier accepted, in order (for
-    rebuilding session state).  `by_uid` is the owner named in a `break`
-    record.  The writer holds the lock until `aclose`.
+    `on_record` sees every record the verifier takes into the chain, in order,
+    while it verifies (for rebuilding session state); the `recovery` and
+    `break` written here are in the report instead.  When this raises, discard
+    what `on_record` saw.  `by_uid` is the owner named in a `break` record.
+    The writer holds the lock until `aclose`.
 
     Raises `AuditLocked`, `AuditChainBroken` or `AuditUnavailable`.
     """
