@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from boxmaker.toolkit.__main__ import run
 from tests.conftest import REPO
@@ -180,3 +182,27 @@ def test_the_toolkit_imports_nothing_else_of_boxmaker() -> None:
         text = source.read_text()
         assert "from boxmaker" not in text and "import boxmaker" not in text, source
         assert "from .." not in text, source
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    size=st.integers(min_value=0, max_value=30_000), cap=st.integers(min_value=100, max_value=8000)
+)
+def test_read_file_truncation_fills_the_cap_exactly(tmp_path: Path, size: int, cap: int) -> None:
+    target = tmp_path / "f"
+    target.write_bytes(b"z" * size)
+    raw = run(
+        "read_file",
+        json.dumps({"args": {"path": str(target)}, "limits": {"output_max_bytes": cap}}).encode(),
+    )
+    out = json.loads(raw)["ok"]
+    assert out["bytes"] == size
+    assert out["content"] == "z" * len(out["content"])
+    if out["truncated"]:
+        # One byte per character: the longest prefix fills the cap, except when
+        # the whole file missed it by the one byte "false" has over "true".
+        assert len(raw) == cap or (len(raw) == cap - 1 and len(out["content"]) == size - 1)
+    else:
+        assert len(out["content"]) == size and len(raw) <= cap
