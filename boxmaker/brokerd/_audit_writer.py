@@ -308,16 +308,18 @@ class AuditWriter(trio.abc.AsyncResource):
         return records
 
     async def aclose(self) -> None:
-        """Write what is still queued, then close the files and release the lock."""
+        """Write what is still queued, then close the files and release the lock.
+        Appends that start after this began are refused."""
         if self._closed:
             return
-        with trio.CancelScope(shield=True):
-            while self._flushing:
-                await self._flush_finished.wait()
-            if self._queue and self._failure is None:
-                await self._lead_flush()
         self._closed = True
-        if self._queue:  # only after a failure: fail the waiters, never drop silently
+        with trio.CancelScope(shield=True):
+            while self._flushing or (self._queue and self._failure is None):
+                if self._flushing:
+                    await self._flush_finished.wait()
+                else:
+                    await self._lead_flush()
+        if not self._queue_batch.done:  # only after a failure: never drop silently
             self._queue_batch.fail(self._failure or _unavailable("the writer closed"))
         if self._file_fd is not None:
             os.close(self._file_fd)
@@ -363,15 +365,27 @@ class AuditWriter(trio.abc.AsyncResource):
                 try:
                     await self._write_and_sync(lines)
                 except AuditUnavailable as exc:
-                    self._failure = exc
-                    batch.fail(exc)
-                    self._queue_batch.fail(exc)  # queued behind: chained on lost lines
-                    self._queue = []
+                    self._fail_all(batch, exc)
+                except OSError as exc:
+                    self._fail_all(batch, _unavailable(_describe(exc)))
+                except BaseException:
+                    # Our bug (or an injected function's): nobody may wait forever
+                    # for lines that will never be written.
+                    self._fail_all(batch, _unavailable("an internal error while writing"))
+                    raise
                 else:
                     batch.done = True
         finally:
             self._flushing = False
             finished.set()
+
+    def _fail_all(self, batch: _Batch, failure: AuditUnavailable) -> None:
+        """The log is unavailable from now on: fail this batch and everything
+        queued behind it (chained on lines that may not exist), unwritten."""
+        self._failure = failure
+        batch.fail(failure)
+        self._queue_batch.fail(failure)
+        self._queue = []
 
     async def _write_and_sync(self, lines: list[tuple[str, bytes]]) -> None:
         start = 0

@@ -413,6 +413,33 @@ async def test_batches_queued_behind_a_failed_fsync_fail_and_are_not_written(
     assert len(read_lines(tmp_path / "2026-11-29.jsonl")) == 1
 
 
+async def test_a_bug_while_writing_fails_every_waiter_instead_of_hanging(
+    tmp_path: Path,
+) -> None:
+    def buggy_write(fd: int, data: bytes) -> int:
+        raise RuntimeError("a bug")
+
+    writer = make_writer(tmp_path, write=buggy_write)
+    outcomes: list[str] = []
+
+    async def one(n: int) -> None:
+        try:
+            await writer.append([stop(n)])
+        except AuditUnavailable:
+            outcomes.append("unavailable")
+        except RuntimeError:
+            outcomes.append("bug")
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            for n in range(3):
+                nursery.start_soon(one, n)
+    assert sorted(outcomes) == ["bug", "unavailable", "unavailable"]
+    with pytest.raises(AuditUnavailable, match="internal error"):
+        await writer.append([stop(9)])
+    await writer.aclose()
+
+
 class FullDisk:
     """os.write that writes `room` bytes in all, then fails with ENOSPC."""
 
@@ -461,6 +488,30 @@ async def test_no_fsync_mode_writes_without_fsync(tmp_path: Path) -> None:
         await writer.append([stop(n)])
     await writer.aclose()
     check_chain(read_lines(tmp_path / "2026-11-29.jsonl"))
+
+
+async def test_aclose_writes_what_was_queued_during_a_flush(tmp_path: Path) -> None:
+    gated = GatedFsync()
+    writer = make_writer(tmp_path, fsync=gated)
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            try:
+                nursery.start_soon(writer.append, [stop(0)])
+                first = await gated.receive.receive()
+                for n in range(1, 3):
+                    nursery.start_soon(writer.append, [stop(n)])
+                await trio.testing.wait_all_tasks_blocked()
+                nursery.start_soon(writer.aclose)
+                await trio.testing.wait_all_tasks_blocked()
+                with pytest.raises(trio.ClosedResourceError):  # closing: no new appends
+                    await writer.append([stop(9)])
+                first.set()
+                (await gated.receive.receive()).set()
+            finally:
+                gated.release_all()
+    lines = read_lines(tmp_path / "2026-11-29.jsonl")
+    assert len(lines) == 3
+    check_chain(lines)
 
 
 async def test_closed_writer_refuses(tmp_path: Path) -> None:
