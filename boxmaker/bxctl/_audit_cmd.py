@@ -1,10 +1,353 @@
-"""`bxctl audit verify|head|show` (filled by the foundation issue)."""
+"""`bxctl audit verify|head|show`: the audit log, read from its files directly.
+
+No daemon is needed.  Everything shown from the log (file names, sessions,
+tool names, reasons, failure details) goes through `escape_line`.
+"""
 
 from __future__ import annotations
 
+import re
+import sys
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
 import click
+
+from .._audit_files import iter_lines, list_log_files, log_size, verify_directory
+from ..proto._audit import Record, event_key, format_ts, parse_record
+from ..proto._convert import unstructure
+from ..proto._errors import DecodeError
+from ..proto._escape import escape_line
+from ..proto._json import dumps
+from ..proto._verify import ChainReport
+from ._cli import App, pass_app
+
+PROGRESS_MIN_BYTES = 64 * 1024 * 1024
+"""Logs at least this big show a progress bar (when stderr is a terminal)."""
+
+_EXPECT_HEAD = re.compile(r"(0|[1-9][0-9]{0,19}):([0-9a-f]{64})")
+_SESSION = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
+_U64_MAX = 2**64 - 1
 
 
 @click.group()
 def audit() -> None:
     """Verify and read the audit log, with no daemon needed."""
+
+
+def _directory(app: App, directory: Path | None) -> Path:
+    return directory if directory is not None else app.config.audit
+
+
+class NotFine(click.ClickException):
+    """The thing checked is not fine (exit 1, 07-bxctl)."""
+
+    exit_code = 1
+
+
+def _unreadable(directory: Path, exc: OSError) -> NotFine:
+    reason = exc.strerror or type(exc).__name__
+    return NotFine(
+        f"cannot read the audit log in {escape_line(str(directory))}: {escape_line(reason)}"
+    )
+
+
+def _parse_expect_head(value: str | None) -> tuple[int, str] | None:
+    if value is None:
+        return None
+    match = _EXPECT_HEAD.fullmatch(value)
+    if match is None or int(match.group(1)) > _U64_MAX:
+        raise click.BadParameter(
+            "expected SEQ:HASH, a decimal seq and 64 lowercase hex digits "
+            "(as `bxctl audit head` prints it)",
+            param_hint="--expect-head",
+        )
+    return int(match.group(1)), match.group(2)
+
+
+def _verify(directory: Path, expect_head: tuple[int, str] | None) -> ChainReport:
+    """Verify, with a progress bar on a terminal for a big log.  Raises OSError."""
+    size = log_size(directory) if sys.stderr.isatty() else 0
+    if size < PROGRESS_MIN_BYTES:
+        return verify_directory(directory, expect_head=expect_head)
+    with click.progressbar(length=size, label="verifying", file=sys.stderr) as bar:
+        return verify_directory(directory, expect_head=expect_head, progress=bar.update)
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def _where(file: str | None, line: int | None, seq: int | None) -> str:
+    if file is None:
+        return "the end of the log"
+    text = f"{escape_line(file)} line {line}"
+    return text if seq is None else f"{text} (seq {seq})"
+
+
+def report_lines(report: ChainReport) -> list[str]:
+    """The text form of a report: one line per finding, then the summary."""
+    out: list[str] = []
+    for name in report.ignored_files:
+        out.append(f"ignored: {escape_line(name)} (not a day file)")
+    for item in report.recovered:
+        out.append(f"recovered: {escape_line(item.file)} line {item.line} "
+                   "(a torn line closed off by a recovery record)")
+    for brk in report.accepted_breaks:
+        out.append(f"break: {escape_line(brk.file)} line {brk.line} accepts "
+                   f"{_plural(brk.failures, 'failure')} from {escape_line(brk.first.file)} "
+                   f"line {brk.first.line} ({brk.first.kind})")
+    for call in report.unfinished_calls:
+        out.append(f"unfinished: call {call} has no result")
+    torn = report.torn_tail
+    if torn is not None:
+        out.append(f"torn tail: {escape_line(torn.file)} line {torn.line} "
+                   f"({_plural(torn.bytes, 'byte')}), brokerd will recover it at start")
+    for failure in report.failures:
+        label = "accepted" if failure.accepted else "FAILED"
+        out.append(f"{label}: {failure.kind} at "
+                   f"{_where(failure.file, failure.line, failure.seq)}: "
+                   f"{escape_line(failure.detail)}")
+    if report.ok:
+        head = report.head
+        if head is None:
+            out.append(f"ok: 0 records in {_plural(report.files, 'file')}, no head yet")
+        else:
+            out.append(f"ok: {report.records} records in {_plural(report.files, 'file')}, "
+                       f"head {head.seq} {head.hash[:6]}...")
+    else:
+        failed = report.unaccepted
+        regions = len({f.region for f in failed})
+        out.append(f"not ok: {_plural(len(failed), 'failure')} in "
+                   f"{_plural(regions, 'region')}; see docs/runbook.md#audit-chain-broken")
+    return out
+
+
+@audit.command()
+@click.argument("directory", required=False, type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the ChainReport as JSON.")
+@click.option("--expect-head", metavar="SEQ:HASH",
+              help="A head saved earlier with `bxctl audit head`; it must still be there.")
+@pass_app
+def verify(app: App, directory: Path | None, as_json: bool, expect_head: str | None) -> None:
+    """Verify the hash chain of the audit log (DIR: the configured audit directory).
+
+    Exit 0 when it verifies, 1 when it does not.
+    """
+    head = _parse_expect_head(expect_head)
+    where = _directory(app, directory)
+    try:
+        report = _verify(where, head)
+    except OSError as exc:
+        raise _unreadable(where, exc) from exc
+    if as_json:
+        click.echo(dumps(unstructure(report)))
+    else:
+        for line in report_lines(report):
+            click.echo(line)
+    sys.exit(0 if report.ok else 1)
+
+
+@audit.command()
+@click.argument("directory", required=False, type=click.Path(path_type=Path))
+@pass_app
+def head(app: App, directory: Path | None) -> None:
+    """Print the head of the log as SEQ:HASH, to keep somewhere else.
+
+    Exit 1 when the log does not verify or has no record yet.
+    """
+    where = _directory(app, directory)
+    try:
+        report = _verify(where, None)
+    except OSError as exc:
+        raise _unreadable(where, exc) from exc
+    if not report.ok:
+        failed = report.unaccepted
+        raise NotFine(
+            f"the audit log does not verify ({_plural(len(failed), 'failure')}); "
+            "`bxctl audit verify` says where. See docs/runbook.md#audit-chain-broken"
+        )
+    if report.head is None:
+        raise NotFine("the audit log has no record yet, so it has no head")
+    click.echo(f"{report.head.seq}:{report.head.hash}")
+
+
+# -- show ------------------------------------------------------------------------------
+
+
+def _parse_since(value: str | None) -> str | None:
+    """A date or time (UTC when no zone is given) -> a comparable ts string."""
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.removesuffix("Z") if value.endswith("Z")
+                                        else value)
+    except ValueError:
+        raise click.BadParameter(
+            "expected a date YYYY-MM-DD or a time YYYY-MM-DDTHH:MM[:SS] (UTC)",
+            param_hint="--since",
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return format_ts(moment)
+
+
+def _iter_stored(directory: Path) -> Iterator[tuple[str, int, bytes, Record | None]]:
+    """(file, line, stored bytes, record or None) for every line of the day files."""
+    for log_file in list_log_files(directory):
+        if not log_file.day_file:
+            continue
+        for number, (content, newline) in enumerate(iter_lines(log_file.path), start=1):
+            record: Record | None = None
+            if newline:
+                try:
+                    record = parse_record(content)
+                except DecodeError:
+                    record = None
+            yield log_file.name, number, content, record
+
+
+def _outcome(record: Record) -> str:
+    """A short summary of what the record says, escaped."""
+    payload: dict[str, Any] = unstructure(record.event)
+    key = event_key(record.event)
+    text: str
+    if key == "decision":
+        ((tag, inner),) = payload["outcome"].items()
+        text = tag
+        if tag == "ask":
+            text += f" (approval {inner['approval_id']}, expires {inner['expires_at']})"
+        elif tag == "denied":
+            text += f" {inner['code']}: {inner['reason']}"
+        if payload["grant"] is not None:
+            text += f" by grant {payload['grant']}"
+    elif key == "approval":
+        text = f"{payload['verdict']} (approval {payload['approval_id']})"
+        if payload["by"] is not None:
+            text += f" by uid {payload['by']}"
+        redecision = payload["redecision"]
+        if redecision is not None:
+            ((tag, inner),) = redecision["outcome"].items()
+            text += f", then {tag}" + (f" {inner['code']}: {inner['reason']}" if inner else "")
+        if payload["reason"] is not None:
+            text += f": {payload['reason']}"
+    elif key == "result":
+        text = f"{payload['status']}, {payload['label']}"
+        text += ", untrusted" if payload["untrusted"] else ""
+        if payload["output"] is not None:
+            text += f", {payload['output']['bytes']} bytes"
+    elif key == "declassify":
+        before, after = payload["from"], payload["to"]
+        text = (f"{before['label']}{'/untrusted' if before['untrusted'] else ''} -> "
+                f"{after['label']}{'/untrusted' if after['untrusted'] else ''} by uid "
+                f"{payload['by']}: {payload['reason']}")
+    elif key == "start":
+        grants = payload["grants"]
+        text = (f"version {payload['version']}, pid {payload['pid']}, "
+                f"{grants['count']} grants{'' if grants['ok'] else ' (invalid)'}")
+    elif key == "stop":
+        text = payload["reason"]
+    elif key == "grants":
+        text = f"{payload['count']} grants, {'ok' if payload['ok'] else 'invalid'}"
+        if payload["problem_count"]:
+            text += f", {payload['problem_count']} problems"
+    elif key == "recovery":
+        text = f"closed off {payload['file']} line {payload['line']} ({payload['bytes']} bytes)"
+    elif key == "break":
+        first = payload["first"]
+        text = (f"accepts {payload['failures']} failures from {first['file']} line "
+                f"{first['line']} ({first['kind']}), by uid {payload['by']}")
+    else:  # call
+        text = dumps(payload["args"], ascii_only=True)
+    return escape_line(text)
+
+
+def show_line(record: Record, session: str | None, tool: str | None) -> str:
+    """One readable line: time, seq, event, session, tool, outcome."""
+    return "  ".join([
+        record.ts,
+        str(record.seq),
+        event_key(record.event).ljust(10),
+        escape_line(session) if session is not None else "-",
+        escape_line(tool) if tool is not None else "-",
+        _outcome(record),
+    ])
+
+
+@audit.command()
+@click.argument("directory", required=False, type=click.Path(path_type=Path))
+@click.option("--session", help="Only this session's records (and those of its calls).")
+@click.option("--call", "call", type=str, metavar="N",
+              help="Only call N: its call record and the records that name it.")
+@click.option("--since", metavar="DATE", help="Only records at or after DATE (UTC).")
+@click.option("--json", "as_json", is_flag=True, help="Print the records as stored.")
+@pass_app
+def show(app: App, directory: Path | None, session: str | None, call: str | None,
+         since: str | None, as_json: bool) -> None:
+    """Print the records of the audit log, one line each (escaped)."""
+    if session is not None and _SESSION.fullmatch(session) is None:
+        raise click.BadParameter("expected a session name [a-z0-9][a-z0-9-]{0,63}",
+                                 param_hint="--session")
+    call_id: int | None = None
+    if call is not None:
+        if re.fullmatch(r"0|[1-9][0-9]{0,19}", call) is None or int(call) > _U64_MAX:
+            raise click.BadParameter("expected a call id (a decimal seq)", param_hint="--call")
+        call_id = int(call)
+    since_ts = _parse_since(since)
+    where = _directory(app, directory)
+    keep = _filter(session, call_id, since_ts)
+    skipped = 0
+    try:
+        for file, number, content, record in _iter_stored(where):
+            if record is None:
+                skipped += 1
+                if not as_json and session is None and call_id is None and since_ts is None:
+                    click.echo(f"{escape_line(file)} line {number}: not a record")
+                continue
+            shown = keep(record)
+            if shown is None:
+                continue
+            if as_json:
+                # a record line is ASCII JSON (controls escaped): safe to print
+                click.echo(content.decode("ascii"))
+            else:
+                click.echo(show_line(record, *shown))
+    except OSError as exc:
+        raise _unreadable(where, exc) from exc
+    if skipped and as_json:
+        what = "1 line that is not a record" if skipped == 1 else (
+            f"{skipped} lines that are not records")
+        click.echo(f"bxctl: left out {what} (`bxctl audit verify` says where)", err=True)
+
+
+def _filter(session: str | None, call_id: int | None,
+            since_ts: str | None) -> Callable[[Record], tuple[str | None, str | None] | None]:
+    """A function: record -> (session, tool) to show it with, or None to leave it out."""
+    calls: dict[int, tuple[str, str]] = {}
+
+    def keep(record: Record) -> tuple[str | None, str | None] | None:
+        event: Any = record.event
+        key = event_key(event)
+        record_session: str | None = None
+        tool: str | None = None
+        referenced: int | None = None
+        if key == "call":
+            calls[record.seq] = (event.session, event.tool)
+            record_session, tool = event.session, event.tool
+            referenced = record.seq
+        elif key in ("decision", "approval", "result"):
+            referenced = event.call
+            record_session, tool = calls.get(event.call, (None, None))
+        elif key == "declassify":
+            record_session = event.session
+        if session is not None and record_session != session:
+            return None
+        if call_id is not None and referenced != call_id:
+            return None
+        if since_ts is not None and record.ts < since_ts:
+            return None
+        return record_session, tool
+
+    return keep
