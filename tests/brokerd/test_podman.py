@@ -11,6 +11,7 @@ from typing import Any
 import attrs
 import pytest
 
+from boxmaker.brokerd.runner._egress import split_url
 from boxmaker.brokerd.runner._mounts import Mount, UnsafeTarget
 from boxmaker.brokerd.runner._podman import (
     EGRESS_MOUNT,
@@ -20,7 +21,6 @@ from boxmaker.brokerd.runner._podman import (
     container_name,
     instance_id,
     parse_answer,
-    split_url,
     toolkit_command,
 )
 from tests.conftest import FIXTURES

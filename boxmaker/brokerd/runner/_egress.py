@@ -13,6 +13,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import re
 import socket
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -21,6 +22,7 @@ import attrs
 import trio
 
 from ...proto._escape import escape_line
+from ._mounts import UnsafeTarget
 
 log = logging.getLogger("boxmaker.brokerd.runner.egress")
 
@@ -92,6 +94,23 @@ async def system_resolver(host: str, port: int) -> list[IPAddress]:
         if address not in seen:
             seen.append(address)
     return seen
+
+
+def split_url(url: str) -> tuple[str, str, int]:
+    """(scheme, host, port) of a URL already of 03-policy's grammar."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme not in ("https", "http"):
+        raise UnsafeTarget("the URL is not http:// or https://")
+    authority = re.split(r"[/?]", rest, maxsplit=1)[0]
+    host, sep, port_text = authority.partition(":")
+    port = 443 if scheme == "https" else 80
+    if sep:
+        if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+            raise UnsafeTarget("the URL's port is not valid")
+        port = int(port_text)
+    if not host:
+        raise UnsafeTarget("the URL has no host")
+    return scheme, host, port
 
 
 # -- the SOCKS5 server ----------------------------------------------------------

@@ -35,6 +35,7 @@ from ._egress import (
     Resolver,
     Seal,
     open_unix_listener,
+    split_url,
     system_resolver,
     vet_addresses,
 )
@@ -215,23 +216,6 @@ def _failed(code: str, message: str) -> RunOutcome:
     )
 
 
-def split_url(url: str) -> tuple[str, str, int]:
-    """(scheme, host, port) of a URL already of 03-policy's grammar."""
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme not in ("https", "http"):
-        raise UnsafeTarget("the URL is not http:// or https://")
-    authority = re.split(r"[/?]", rest, maxsplit=1)[0]
-    host, sep, port_text = authority.partition(":")
-    port = 443 if scheme == "https" else 80
-    if sep:
-        if not port_text.isdigit() or not 0 < int(port_text) < 65536:
-            raise UnsafeTarget("the URL's port is not valid")
-        port = int(port_text)
-    if not host:
-        raise UnsafeTarget("the URL has no host")
-    return scheme, host, port
-
-
 @attrs.frozen
 class _Exit:
     returncode: int | None
@@ -363,6 +347,13 @@ class PodmanRuntime:
             mount = self._file_mount(spec)
         except UnsafeTarget as exc:
             return RunOutcome(status="unsafe_target", output=None, message=str(exc))
+        except OSError as exc:
+            # The egress directory or socket could not be set up: the host's fault.
+            return RunOutcome(
+                status="runner_unavailable",
+                output=None,
+                message=f"the call could not be set up ({exc.strerror or exc}). {UNAVAILABLE}",
+            )
         return await self._run_container(spec, [mount], None)
 
     def _file_mount(self, spec: RunSpec) -> Mount:
