@@ -1,0 +1,311 @@
+"""inferproxy's listener and lifetime (06-loopd, 05-brokerd "Serving" for the socket rules).
+
+`prepare` turns the config into `ProxySettings` (reading the key file and the
+CA file) and `open_listener` takes the socket from systemd (the one named
+``infer``) or binds it: the directory created 0700 if missing, an existing one
+owned by our uid and not writable by group or others, no symbolic link in any
+existing component, not directly in ``/``, only a stale socket replaced; the
+socket file 0600.  Who may connect is decided by the file system: a bound
+socket only by inferproxy's own uid (and root); an activated one by the socket
+unit's ``SocketUser=``/``SocketMode=`` (docs/decisions.md).  Both raise
+`StartFailed`.
+
+`serve` accepts connections, one task each, and never lets one connection's
+failure stop it.  `run` is the whole life: prepare, listen, ``READY=1``, serve
+until SIGTERM or SIGINT, ``STOPPING=1``, remove the socket it bound.
+"""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+import logging
+import os
+import signal
+import socket
+import ssl
+import stat
+from pathlib import Path
+from typing import Final
+
+import attrs
+import trio
+
+from .. import _sd
+from ..proto._escape import escape_line
+from ._config import ConfigError, InferproxyConfig, key_file_is_shared, read_api_key
+from ._proxy import ProxySettings, handle_connection
+from ._upstream import tls_context
+
+log = logging.getLogger("inferproxy")
+
+SOCKET_NAME: Final = "infer"
+CAPACITY_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+TRANSIENT_ERRNOS: Final = frozenset({errno.ECONNABORTED, errno.EPROTO, errno.EPERM,
+                                     errno.EAGAIN, errno.EINTR})
+BACKOFF_FIRST: Final = 0.01
+BACKOFF_MAX: Final = 1.0
+LISTEN_BACKLOG: Final = 128
+
+
+class StartFailed(Exception):
+    """inferproxy cannot start: bad config, socket path, key or CA file (the setup's fault)."""
+
+
+class ListenerLost(Exception):
+    """The listening socket failed in a way that is not resource exhaustion."""
+
+
+@attrs.frozen(kw_only=True)
+class Listener:
+    """The listening socket and, when inferproxy bound it, its path (removed at exit)."""
+
+    sock: socket.socket
+    bound_path: Path | None
+    activated: bool
+    bound_inode: int | None = None
+
+
+def _show(path: Path) -> str:
+    return escape_line(os.fsdecode(path))
+
+
+def prepare(config: InferproxyConfig) -> ProxySettings:
+    """The settings every connection uses: the key read, the TLS context built."""
+    api_key: str | None = None
+    if config.api_key_file is not None:
+        try:
+            api_key = read_api_key(config.api_key_file)
+        except ConfigError as exc:
+            raise StartFailed(str(exc)) from exc
+        if key_file_is_shared(config.api_key_file):
+            log.warning("the key file %s can be read by group or others; chmod 600 it",
+                        _show(config.api_key_file))
+    tls: ssl.SSLContext | None = None
+    if config.upstream.tls:
+        try:
+            tls = tls_context(config.ca_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise StartFailed(
+                f"ca_file {_show(config.ca_file) if config.ca_file else '-'} cannot be loaded:"
+                f" {escape_line(str(exc))}"
+            ) from exc
+    elif not _is_loopback(config.upstream.host):
+        log.warning("upstream %s is plain http on a network: prompts%s travel unencrypted;"
+                    " use https", config.upstream, " and the key" if api_key else "")
+    return ProxySettings(upstream=config.upstream, api_key=api_key, tls=tls,
+                         max_request_bytes=config.max_request_bytes)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+# -- the socket ----------------------------------------------------------------------
+
+
+def _check_components(path: Path) -> None:
+    current = Path("/")
+    for part in path.parts[1:]:
+        current = current / part
+        try:
+            st = os.lstat(current)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise StartFailed(f"{_show(current)} cannot be examined ({exc.strerror})") from exc
+        if stat.S_ISLNK(st.st_mode):
+            raise StartFailed(
+                f"{_show(current)} is a symbolic link; socket paths may not pass through one"
+            )
+
+
+def _prepare_dir(directory: Path) -> None:
+    own_uid = os.getuid()
+    try:
+        st = os.lstat(directory)
+    except FileNotFoundError:
+        try:
+            os.makedirs(directory.parent, mode=0o700, exist_ok=True)
+            os.mkdir(directory, 0o700)
+            os.chmod(directory, 0o700)
+        except OSError as exc:
+            raise StartFailed(
+                f"the socket directory {_show(directory)} cannot be created ({exc.strerror})"
+            ) from exc
+        _check_components(directory)
+        return
+    except OSError as exc:
+        raise StartFailed(f"{_show(directory)} cannot be examined ({exc.strerror})") from exc
+    if not stat.S_ISDIR(st.st_mode):
+        raise StartFailed(f"{_show(directory)} is not a directory")
+    if st.st_uid != own_uid:
+        raise StartFailed(f"the socket directory {_show(directory)} belongs to uid"
+                          f" {st.st_uid}, not to inferproxy's uid {own_uid}")
+    if st.st_mode & 0o022:
+        raise StartFailed(f"the socket directory {_show(directory)} is writable by group or"
+                          f" others (mode {stat.S_IMODE(st.st_mode):04o})")
+
+
+def _is_stale(path: Path) -> bool:
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.setblocking(False)
+    try:
+        probe.connect(os.fsencode(path))
+    except (ConnectionRefusedError, FileNotFoundError):
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return False
+
+
+def _clear(path: Path) -> None:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise StartFailed(f"{_show(path)} cannot be examined ({exc.strerror})") from exc
+    if not stat.S_ISSOCK(st.st_mode):
+        raise StartFailed(f"{_show(path)} exists and is not a socket; inferproxy will not"
+                          " replace it")
+    if not _is_stale(path):
+        raise StartFailed(f"something is already listening on {_show(path)}")
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise StartFailed(f"the stale socket {_show(path)} cannot be removed"
+                          f" ({exc.strerror})") from exc
+
+
+def bind_listener(path: Path) -> socket.socket:
+    """Check `path` and its directory, bind a 0600 Unix socket there and listen."""
+    path = Path(os.path.abspath(path))
+    if path.parent == Path("/"):
+        raise StartFailed(f"{_show(path)} would sit directly in /")
+    if len(os.fsencode(path)) >= 108:
+        raise StartFailed(f"{_show(path)} is too long for a Unix socket (107 bytes at most)")
+    _check_components(path)
+    _prepare_dir(path.parent)
+    _clear(path)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    try:
+        old_umask = os.umask(0o177)
+        try:
+            sock.bind(os.fsencode(path))
+        finally:
+            os.umask(old_umask)
+        os.chmod(path, 0o600)
+        sock.listen(LISTEN_BACKLOG)
+    except OSError as exc:
+        sock.close()
+        raise StartFailed(f"{_show(path)} cannot be bound ({exc.strerror})") from exc
+    return sock
+
+
+def open_listener(config: InferproxyConfig) -> Listener:
+    """The socket named ``infer`` from systemd, or the configured path bound here."""
+    try:
+        passed = _sd.listen_fds()
+        activated = _sd.unix_listener(passed, SOCKET_NAME)
+    except _sd.ActivationError as exc:
+        raise StartFailed(str(exc)) from exc
+    if passed and activated is None:
+        names = ", ".join(sorted(passed))
+        raise StartFailed(f"systemd passed sockets named {escape_line(names)} but none named"
+                          f" {SOCKET_NAME!r} (FileDescriptorName={SOCKET_NAME})")
+    for name, group in passed.items():
+        if name != SOCKET_NAME:
+            for extra in group:
+                extra.close()
+    if activated is not None:
+        return Listener(sock=activated, bound_path=None, activated=True)
+    sock = bind_listener(config.socket)
+    try:
+        inode: int | None = os.lstat(config.socket).st_ino
+    except OSError:
+        inode = None
+    return Listener(sock=sock, bound_path=config.socket, activated=False, bound_inode=inode)
+
+
+def remove_bound_socket(listener: Listener) -> None:
+    """Remove the socket file inferproxy bound, if it is still the one it bound."""
+    path = listener.bound_path
+    if path is None or listener.bound_inode is None:
+        return
+    try:
+        st = os.lstat(path)
+        if stat.S_ISSOCK(st.st_mode) and st.st_ino == listener.bound_inode:
+            os.unlink(path)
+    except OSError:
+        return
+
+
+# -- serving -------------------------------------------------------------------------
+
+
+async def _handle(stream: trio.SocketStream, settings: ProxySettings) -> None:
+    try:
+        await handle_connection(stream, settings)
+    except Exception:
+        log.exception("a connection failed; inferproxy goes on serving")
+
+
+async def serve(settings: ProxySettings, sock: socket.socket, *,
+                task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    """Accept on `sock` (listening) for ever, one task per connection.
+
+    Running out of descriptors or memory pauses accepting (backing off up to
+    1 s); any other failure of the listener raises `ListenerLost`.
+    """
+    listener = trio.socket.from_stdlib_socket(sock)
+    backoff = BACKOFF_FIRST
+    async with trio.open_nursery() as nursery:
+        task_status.started()
+        while True:
+            try:
+                conn, _ = await listener.accept()
+            except OSError as exc:
+                if exc.errno in CAPACITY_ERRNOS:
+                    log.warning("accepting paused for %.2f s: %s", backoff,
+                                os.strerror(exc.errno or 0))
+                    await trio.sleep(backoff)
+                    backoff = min(backoff * 2, BACKOFF_MAX)
+                    continue
+                if exc.errno in TRANSIENT_ERRNOS:
+                    continue
+                raise ListenerLost(f"the listener failed ({exc.strerror or exc})") from exc
+            backoff = BACKOFF_FIRST
+            nursery.start_soon(_handle, trio.SocketStream(conn), settings)
+
+
+async def run(config: InferproxyConfig) -> None:
+    """The whole life of `inferproxy serve`; returns after SIGTERM or SIGINT."""
+    settings = prepare(config)
+    listener = open_listener(config)
+    try:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(serve, settings, listener.sock)
+                where = ("the socket from systemd" if listener.activated
+                         else _show(config.socket))
+                log.info("listening on %s, forwarding to %s%s", where, config.upstream,
+                         " with the API key" if settings.api_key else "")
+                _sd.notify("READY=1")
+                async for signum in signals:
+                    log.info("%s: stopping", signal.Signals(signum).name)
+                    break
+                _sd.notify("STOPPING=1")
+                nursery.cancel_scope.cancel()
+    finally:
+        remove_bound_socket(listener)
+        listener.sock.close()
