@@ -11,9 +11,11 @@ finish, record `stop`, return.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import os
+import signal
 import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -233,59 +235,65 @@ async def _serve_with_log(
     handle = ServeHandle(daemon=daemon, broker_socket=os.fsdecode(config.broker_socket),
                          admin_socket=os.fsdecode(config.admin_socket))
     lost: ListenerLost | None = None
+    signals_cm: Any = (
+        trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) if handle_signals
+        else contextlib.nullcontext(None)
+    )
     try:
-        summary = grants.report
-        await ledger.record([Start(
-            version=__version__, pid=U64(os.getpid()),
-            grants=GrantsSummary(ok=summary.ok, count=U64(summary.count), digest=summary.digest),
-        )])
-        log.info("brokerd %s serving: broker %s, admin %s", __version__,
-                 handle.broker_socket, handle.admin_socket)
-        notify("READY=1")
-        task_status.started(handle)
-        async with trio.open_nursery() as background:
-            background.start_soon(ledger.run_state_writer)
-            async with trio.open_nursery() as connections:
-                async with trio.open_nursery() as front:
+        with signals_cm as signals:
+            summary = grants.report
+            await ledger.record([Start(
+                version=__version__, pid=U64(os.getpid()),
+                grants=GrantsSummary(ok=summary.ok, count=U64(summary.count),
+                                     digest=summary.digest),
+            )])
+            log.info("brokerd %s serving: broker %s, admin %s", __version__,
+                     handle.broker_socket, handle.admin_socket)
+            notify("READY=1")
+            task_status.started(handle)
+            async with trio.open_nursery() as background:
+                background.start_soon(ledger.run_state_writer)
+                async with trio.open_nursery() as connections:
+                    async with trio.open_nursery() as front:
 
-                    async def listen(sock: trio.socket.SocketType, name: str,
-                                     allowed: frozenset[int], handler: Handler) -> None:
-                        nonlocal lost
+                        async def listen(sock: trio.socket.SocketType, name: str,
+                                         allowed: frozenset[int], handler: Handler) -> None:
+                            nonlocal lost
 
-                        async def one(conn: trio.socket.SocketType) -> None:
-                            await _connection(conn, name, allowed, handler, daemon)
+                            async def one(conn: trio.socket.SocketType) -> None:
+                                await _connection(conn, name, allowed, handler, daemon)
 
-                        try:
-                            await accept_loop(sock, one, connections, name=name)
-                        except ListenerLost as exc:
-                            lost = exc
-                            handle.stop("listener lost")
+                            try:
+                                await accept_loop(sock, one, connections, name=name)
+                            except ListenerLost as exc:
+                                lost = exc
+                                handle.stop("listener lost")
 
-                    front.start_soon(listen, broker_sock, "broker.sock",
-                                     frozenset(config.broker_uids), handle_broker)
-                    front.start_soon(listen, admin_sock, "admin.sock",
-                                     frozenset({config.owner_uid}), handle_admin)
-                    front.start_soon(_sweep, daemon)
-                    if handle_signals:
-                        front.start_soon(_watch_signals, handle)
-                    await handle.wait_stop()
-                    front.cancel_scope.cancel()
-                # Stop accepting, then let what runs finish.
-                broker_sock.close()
-                admin_sock.close()
-                notify("STOPPING=1")
-                daemon.stopping = True
-                for scope in list(daemon.idle_scopes):
-                    scope.cancel()
+                        front.start_soon(listen, broker_sock, "broker.sock",
+                                         frozenset(config.broker_uids), handle_broker)
+                        front.start_soon(listen, admin_sock, "admin.sock",
+                                         frozenset({config.owner_uid}), handle_admin)
+                        front.start_soon(_sweep, daemon)
+                        if signals is not None:
+                            front.start_soon(_watch_signals, handle, signals)
+                        await handle.wait_stop()
+                        front.cancel_scope.cancel()
+                    # Stop accepting, then let what runs finish.
+                    broker_sock.close()
+                    admin_sock.close()
+                    notify("STOPPING=1")
+                    daemon.stopping = True
+                    for scope in list(daemon.idle_scopes):
+                        scope.cancel()
+                    with trio.CancelScope(shield=True):
+                        await ledger.expire(ledger.pending.take_all(), reason="shutdown")
                 with trio.CancelScope(shield=True):
-                    await ledger.expire(ledger.pending.take_all(), reason="shutdown")
-            with trio.CancelScope(shield=True):
-                try:
-                    await ledger.record([Stop(reason=handle.stop_reason)])
-                except AuditUnavailable as exc:
-                    log.error("stop not recorded: %s", exc)
-                await ledger.flush_states()
-            background.cancel_scope.cancel()
+                    try:
+                        await ledger.record([Stop(reason=handle.stop_reason)])
+                    except AuditUnavailable as exc:
+                        log.error("stop not recorded: %s", exc)
+                    await ledger.flush_states()
+                background.cancel_scope.cancel()
     finally:
         broker_sock.close()
         admin_sock.close()
@@ -299,14 +307,12 @@ async def _sweep(daemon: Daemon) -> None:
     await run_expiry_sweep(daemon.ledger.pending, daemon.ledger.expire)
 
 
-async def _watch_signals(handle: ServeHandle) -> None:
-    import signal
-
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for signum in signals:
-            log.info("brokerd: %s, shutting down", signal.Signals(signum).name)
-            handle.stop("shutdown")
-            return
+async def _watch_signals(handle: ServeHandle, signals: Any) -> None:
+    """SIGTERM/SIGINT: stop cleanly (the receiver is open from before READY=1)."""
+    async for signum in signals:
+        log.info("brokerd: %s, shutting down", signal.Signals(signum).name)
+        handle.stop("shutdown")
+        return
 
 
 async def _connection(sock: trio.socket.SocketType, name: str, allowed: frozenset[int],

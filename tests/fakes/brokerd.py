@@ -185,8 +185,12 @@ def read_frames(sock: socket.socket) -> Iterator[dict[str, Any]]:
 
 def connect(path: Path, timeout: float = 30.0) -> socket.socket:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(timeout)
-    sock.connect(str(path))
+    try:
+        sock.settimeout(timeout)
+        sock.connect(str(path))
+    except BaseException:
+        sock.close()
+        raise
     return sock
 
 
