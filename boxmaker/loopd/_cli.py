@@ -81,7 +81,10 @@ def self_test_cmd(config_path: Path | None) -> None:
 
 
 def _register() -> None:
-    """Subcommands that live in their own modules (serve, when it exists)."""
+    """Subcommands that live in their own modules."""
+    from ._serve_cmd import serve_cmd
+
+    cli.add_command(serve_cmd)
 
 
 _register()

@@ -1,0 +1,351 @@
+"""loopd's daemon: loop.sock, the busy guard, slots, readiness (06-loopd, 02-wire).
+
+Each connection is a task in a nursery and carries one request.  A `say`
+takes the busy guard (a second `say` gets `busy` at once), runs the turn with
+its events streamed as frames, releases the guard on every path, and only
+then sends the final `done` or `error` frame.  When bxctl goes away mid-turn
+the turn is cancelled: the inference stream is closed (llama-server stops
+generating) and a pending broker call is withdrawn (brokerd records it).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+import trio
+
+from .. import __version__, _sd
+from .._streams import receive_frame, send_frame
+from ..brokerd._sockets import accept_loop, bind_unix_listener, peer_credentials
+from ..proto._convert import U64
+from ..proto._errors import DecodeError
+from ..proto._escape import escape_line
+from ..proto._framing import FrameDecoder
+from ..proto._wire import BadVersion, error_answer, error_frame, peek_id
+from ..proto._wire_loop import (
+    BrokerLinkStatus,
+    ConversationsRequest,
+    Event,
+    History,
+    HistoryRequest,
+    InferenceStatus,
+    LoopStatus,
+    LoopStatusRequest,
+    SayRequest,
+    decode_loop_request,
+    encode_loop_frame,
+)
+from ._broker_port import BrokerPort
+from ._config import LoopdConfig
+from ._conversations import ConversationDamaged, ConversationStore
+from ._history import conversation_summaries, history_messages
+from ._http import InferenceError
+from ._llama import LlamaClient
+from ._selftest import Expected, InferenceMismatch, self_test
+from ._tools import tool_schemas
+from ._turn import CoreUnreadable, Turn, TurnSettings, TurnTimeout
+
+log = logging.getLogger("boxmaker.loopd")
+
+REQUEST_FRAME_LIMIT_S = 10.0
+
+
+def _without_pointer(message: str) -> str:
+    """A message with any trailing runbook pointer cut (the caller adds its own)."""
+    head, sep, tail = message.rpartition(" docs/runbook.md#")
+    return head if sep and " " not in tail else message
+
+
+class StartFailed(Exception):
+    """loopd cannot start; the message ends with its runbook pointer."""
+
+
+def slot_file(conversation: str) -> str:
+    return f"boxmaker-{conversation}.bin"
+
+
+@attrs.define
+class LoopDaemon:
+    config: LoopdConfig
+    store: ConversationStore
+    llama: LlamaClient
+    broker: BrokerPort
+    busy: bool = False
+    slot_owner: str | None = None
+    """The conversation whose KV cache is in our slot (restored or saved last)."""
+
+    @classmethod
+    def from_config(cls, config: LoopdConfig) -> LoopDaemon:
+        inference = config.inference
+        return cls(
+            config=config,
+            store=ConversationStore(config.conversations),
+            llama=LlamaClient(inference.endpoint, timeouts=inference.timeouts),
+            broker=BrokerPort(socket_path=config.broker.socket,
+                              timeout_ms=config.broker.timeout_ms,
+                              brokerd_uid=config.broker.brokerd_uid),
+        )
+
+    def expected(self) -> Expected:
+        return Expected(slots=self.config.inference.slots,
+                        n_ctx_per_slot=self.config.inference.n_ctx_per_slot,
+                        tools_offered=bool(self.config.tools))
+
+    async def start_checks(self) -> None:
+        """The self-test at start, then the slot of the newest conversation."""
+        try:
+            report = await self_test(self.llama, self.expected(),
+                                     load_timeout_s=self.config.inference.load_timeout_s)
+        except InferenceMismatch as exc:
+            raise StartFailed(f"loopd: {exc.message}") from exc
+        except InferenceError as exc:
+            raise StartFailed(
+                f"loopd: the self-test failed: {_without_pointer(exc.message)}"
+                " docs/runbook.md#inference-unavailable"
+            ) from exc
+        for line in report.lines():
+            log.info("self-test: %s", line)
+        conversations = self.store.list()
+        if conversations:
+            newest = max(conversations, key=lambda info: info.updated_at)
+            await self._restore_slot(newest.name)
+
+    async def _restore_slot(self, conversation: str) -> None:
+        try:
+            await self.llama.restore_slot(self.config.inference.slot, slot_file(conversation))
+            log.info("slot %d restored from %s", self.config.inference.slot,
+                     slot_file(conversation))
+        except InferenceError as exc:
+            log.info("slot restore for %s failed (costs only time): %s", conversation,
+                     escape_line(exc.message))
+        self.slot_owner = conversation
+
+    async def _save_slot(self, conversation: str) -> None:
+        try:
+            await self.llama.save_slot(self.config.inference.slot, slot_file(conversation))
+        except InferenceError as exc:
+            log.info("slot save for %s failed (costs only time): %s", conversation,
+                     escape_line(exc.message))
+        self.slot_owner = conversation
+
+    async def status(self) -> LoopStatus:
+        inference = self.config.inference
+        reason: str | None = None
+        model = ""
+        with trio.move_on_after(5) as scope:
+            try:
+                props = await self.llama.props()
+                model = props.model or ""
+                from ._selftest import check_props
+
+                mismatches = check_props(props, self.expected())
+                if mismatches:
+                    reason = "; ".join(mismatches) + " docs/runbook.md#inference-mismatch"
+            except InferenceError as exc:
+                reason = exc.message
+        if scope.cancelled_caught:
+            reason = "the inference server did not answer within 5 s"
+        broker_reason = await self._broker_check()
+        return LoopStatus(
+            version=__version__,
+            busy=self.busy,
+            inference=InferenceStatus(ok=reason is None, model=model,
+                                      n_ctx_per_slot=U64(inference.n_ctx_per_slot),
+                                      slots=U64(inference.slots), slot=U64(inference.slot),
+                                      reason=reason),
+            broker=BrokerLinkStatus(ok=broker_reason is None, reason=broker_reason),
+        )
+
+    async def _broker_check(self) -> str | None:
+        path = self.config.broker.socket
+        try:
+            with trio.fail_after(2):
+                stream = await trio.open_unix_socket(str(path))
+        except (OSError, trio.TooSlowError) as exc:
+            return f"brokerd's socket {path} cannot be reached ({exc})"
+        async with stream:
+            uid = peer_credentials(stream.socket).uid
+            if uid != self.config.broker.brokerd_uid:
+                return (f"the server on {path} runs as uid {uid}, expected "
+                        f"{self.config.broker.brokerd_uid}")
+        return None
+
+    def settings(self) -> TurnSettings:
+        inference = self.config.inference
+        return TurnSettings(model=inference.model, slot=inference.slot,
+                            temperature=inference.temperature,
+                            tools=tool_schemas(list(self.config.tools)),
+                            max_rounds=self.config.max_rounds,
+                            turn_timeout_s=inference.turn_timeout_s,
+                            core_md=self.config.core_md)
+
+    # -- connections -------------------------------------------------------------------
+
+    async def handle(self, conn: trio.socket.SocketType) -> None:
+        stream = trio.SocketStream(conn)
+        try:
+            async with stream:
+                await self._handle(stream, conn)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            log.info("loop.sock connection ended: %s", exc)
+        except Exception:
+            log.exception("loop.sock connection failed (contained to that connection)")
+
+    async def _handle(self, stream: trio.SocketStream, conn: trio.socket.SocketType) -> None:
+        peer = peer_credentials(conn)
+        if peer.uid not in self.config.owner_uids:
+            log.warning("loop.sock: refused uid %d (pid %d)", peer.uid, peer.pid)
+            await send_frame(stream, error_frame(None, "forbidden",
+                                                 "this uid may not use loop.sock",
+                                                 "docs/runbook.md#forbidden-peer"))
+            return
+        decoder = FrameDecoder()
+        with trio.move_on_after(REQUEST_FRAME_LIMIT_S) as scope:
+            try:
+                body = await receive_frame(stream, decoder)
+            except DecodeError as exc:
+                await self._bad_frame(stream, None, str(exc))
+                return
+        if scope.cancelled_caught or body is None:
+            return
+        try:
+            request = decode_loop_request(body)
+        except BadVersion as exc:
+            await send_frame(stream, error_frame(exc.id, "bad_version", "v must be 1",
+                                                 "docs/runbook.md#bad-frame"))
+            return
+        except DecodeError as exc:
+            await self._bad_frame(stream, peek_id(body), str(exc))
+            return
+        request_body = request.body
+        if isinstance(request_body, SayRequest):
+            await self._say(stream, request.id, request_body)
+        elif isinstance(request_body, LoopStatusRequest):
+            await send_frame(stream, encode_loop_frame(request.id, await self.status()))
+        elif isinstance(request_body, HistoryRequest):
+            await self._history(stream, request.id, request_body.conversation)
+        else:
+            assert isinstance(request_body, ConversationsRequest)
+            await send_frame(stream, encode_loop_frame(
+                request.id, conversation_summaries(self.store.list())))
+
+    async def _bad_frame(self, stream: trio.SocketStream, request_id: int | None,
+                         why: str) -> None:
+        log.warning("loop.sock: bad frame: %s", escape_line(why))
+        await send_frame(stream, error_frame(request_id, "bad_frame",
+                                             f"the frame does not decode: {why}",
+                                             "docs/runbook.md#bad-frame"))
+
+    async def _history(self, stream: trio.SocketStream, request_id: int,
+                       conversation: str) -> None:
+        try:
+            messages = self.store.load(conversation)
+        except ConversationDamaged as exc:
+            await send_frame(stream, encode_loop_frame(
+                request_id, error_answer("turn_failed", str(exc))))
+            return
+        await send_frame(stream, encode_loop_frame(request_id,
+                                                   History(messages=history_messages(messages))))
+
+    async def _say(self, stream: trio.SocketStream, request_id: int, say: SayRequest) -> None:
+        if self.busy:
+            await send_frame(stream, encode_loop_frame(
+                request_id, error_answer("busy", "a turn is already running")))
+            return
+        self.busy = True
+        final: Any
+        try:
+            final = await self._run_turn(stream, request_id, say)
+        finally:
+            self.busy = False
+        if final is not None:
+            await send_frame(stream, encode_loop_frame(request_id, final))
+
+    async def _run_turn(self, stream: trio.SocketStream, request_id: int,
+                        say: SayRequest) -> Any:
+        """Run the turn, cancelled if the client goes away; return the final frame."""
+
+        async def emit(event: Event) -> None:
+            await send_frame(stream, encode_loop_frame(request_id, event))
+
+        turn = Turn(settings=self.settings(), store=self.store, llama=self.llama,
+                    broker=self.broker, emit=emit)
+        result: list[Any] = []
+        gone = False
+        async with trio.open_nursery() as nursery:
+
+            async def watch_client() -> None:
+                nonlocal gone
+                # bxctl sends nothing more during a turn: any read end means it went away.
+                while await stream.receive_some(4096):
+                    pass
+                gone = True
+                nursery.cancel_scope.cancel()
+
+            async def run() -> None:
+                result.append(await self._turn_or_error(turn, say))
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(watch_client)
+            nursery.start_soon(run)
+        if gone:
+            log.info("conversation %s: bxctl went away; the turn was cancelled",
+                     say.conversation)
+            return None
+        return result[0] if result else None
+
+    async def _turn_or_error(self, turn: Turn, say: SayRequest) -> Any:
+        if self.slot_owner != say.conversation:
+            await self._restore_slot(say.conversation)
+        try:
+            done = await turn.run(say.conversation, say.text)
+        except CoreUnreadable as exc:
+            return error_answer("core_unreadable", str(exc))
+        except InferenceError as exc:
+            return error_answer("inference_unavailable", _without_pointer(exc.message))
+        except (TurnTimeout, ConversationDamaged) as exc:
+            return error_answer("turn_failed", str(exc))
+        except OSError as exc:
+            return error_answer("turn_failed", f"the conversation cannot be written ({exc})")
+        await self._save_slot(say.conversation)
+        return done
+
+
+async def _accept(listener: trio.socket.SocketType,
+                  handle: Callable[[trio.socket.SocketType], Awaitable[None]],
+                  nursery: trio.Nursery) -> None:
+    await accept_loop(listener, handle, nursery, name="loop.sock")
+
+
+async def serve(
+    config: LoopdConfig,
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    daemon_factory: Callable[[LoopdConfig], LoopDaemon] = LoopDaemon.from_config,
+) -> None:
+    """Bind (or take) loop.sock, run the self-test, report ready, serve until cancelled."""
+    daemon = daemon_factory(config)
+    activated = _sd.listen_fds().get("loop", [])
+    if activated:
+        listener = activated[0]
+    else:
+        own = os.getuid()
+        shared = any(uid != own for uid in config.owner_uids)
+        try:
+            listener = bind_unix_listener(config.socket, shared_dir=shared, open_socket=shared,
+                                          own_uid=own)
+        except Exception as exc:
+            raise StartFailed(f"loopd: {exc} docs/runbook.md#loopd-start-failed") from exc
+    listener.setblocking(False)
+    trio_listener = trio.socket.from_stdlib_socket(listener)
+    with trio_listener:
+        await daemon.start_checks()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_accept, trio_listener, daemon.handle, nursery)
+            _sd.notify("READY=1")
+            task_status.started()
+            await trio.sleep_forever()

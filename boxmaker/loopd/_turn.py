@@ -1,0 +1,288 @@
+"""One turn of the agent loop (06-loopd "A turn").
+
+The owner's message is appended; then, up to `max_rounds` times: build the
+request (core.md as the system message, the conversation, the offered tools),
+stream the answer (each text delta goes out as an event the moment it
+arrives), append the assistant message, and run its tool calls in order
+through brokerd, appending a `tool` message for each.  The turn ends when the
+model stops without calling tools, or at `max_rounds`.
+
+Everything the model produced is data here: tool names and arguments are
+forwarded to brokerd, which decides; nothing in this module allows anything.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from ..proto._convert import U64, JsonObject
+from ..proto._errors import DecodeError
+from ..proto._json import dumps, loads_object
+from ..proto._wire import ErrorAnswer
+from ..proto._wire_broker import Denied, Pending, Result
+from ..proto._wire_loop import (
+    ApprovalPendingEvent,
+    Done,
+    Event,
+    Finish,
+    TextEvent,
+    ToolCallEvent,
+    ToolDeniedEvent,
+    ToolResultEvent,
+    Usage,
+)
+from ._broker_port import BROKER_UNAVAILABLE_RUNBOOK, BrokerOutcome, BrokerPort, BrokerUnavailable
+from ._conversations import ConversationStore, Message, ToolCallRef, now_ts, to_chat, user_message
+from ._llama import ChatResult, LlamaClient, TextDelta, chat_request_body
+
+log = logging.getLogger("boxmaker.loopd")
+
+MAX_TOOL_NAME = 1024
+
+DENIAL_TEXT_FOR_MODEL: dict[str, str] = {
+    "unknown_tool": "The owner's policy refused this call: there is no tool of that name.",
+    "bad_args": (
+        "The owner's policy refused this call: the arguments are not valid for this tool "
+        "(paths and URLs must be written exactly in canonical form). Do not retry the same call."
+    ),
+    "protected": "The owner's policy refused this call: that path belongs to boxmaker itself.",
+    "no_grant": "The owner's policy refused this call: no grant covers it.",
+    "denied_by_grant": "The owner's policy refused this call: a grant forbids it.",
+    "taint": (
+        "The owner's policy refused this call: this conversation has seen data that this "
+        "grant may not be used after."
+    ),
+    "grants_invalid": "The owner's policy refused this call: the owner's grant files are invalid.",
+    "refused": "The owner refused this call.",
+    "expired": "The owner did not answer in time; the call was not run.",
+    "changed": "The owner's rules changed while the call waited; it was not run.",
+    "unsafe_target": "The call was not run: its target is not safe (a link or a private address).",
+    "runner_unavailable": "The call was not run: tools cannot run right now.",
+    "audit_unavailable": "The call was not run: the audit log cannot be written.",
+    "broker_unavailable": "The call was not run: the policy daemon did not answer.",
+}
+"""Fixed texts for the model, one per denial code; they never quote the reason."""
+
+_DO_NOT_RETRY = " Do not retry the same call."
+
+
+def text_for_model(code: str) -> str:
+    text = DENIAL_TEXT_FOR_MODEL.get(code, "The owner's policy refused this call.")
+    return text if text.endswith(_DO_NOT_RETRY) else text + _DO_NOT_RETRY
+
+
+class CoreUnreadable(Exception):
+    """core.md exists but cannot be read as UTF-8."""
+
+
+def read_core(path: Path) -> str | None:
+    """The owner's standing instructions; missing means none."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise CoreUnreadable(
+            f"{path} cannot be read ({exc.strerror}). See docs/runbook.md#core-unreadable"
+        ) from exc
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CoreUnreadable(
+            f"{path} is not UTF-8 (byte {exc.start}). See docs/runbook.md#core-unreadable"
+        ) from exc
+
+
+Emit = Callable[[Event], Awaitable[None]]
+
+
+@attrs.define
+class TurnSettings:
+    model: str
+    slot: int
+    temperature: float
+    tools: list[dict[str, Any]]
+    max_rounds: int
+    turn_timeout_s: float
+    core_md: Path
+
+
+@attrs.define
+class _Clock:
+    """The turn's own deadline, which stands still while the owner decides."""
+
+    scope: trio.CancelScope
+    paused_remaining: float | None = None
+
+    def pause(self) -> None:
+        if self.paused_remaining is None:
+            self.paused_remaining = self.scope.deadline - trio.current_time()
+            self.scope.deadline = float("inf")
+
+    def resume(self) -> None:
+        if self.paused_remaining is not None:
+            self.scope.deadline = trio.current_time() + self.paused_remaining
+            self.paused_remaining = None
+
+
+class TurnTimeout(Exception):
+    """The whole turn ran past `turn_timeout_s` (approval waits not counted)."""
+
+
+@attrs.define
+class Turn:
+    settings: TurnSettings
+    store: ConversationStore
+    llama: LlamaClient
+    broker: BrokerPort
+    emit: Emit
+
+    async def run(self, conversation: str, text: str) -> Done:
+        with trio.move_on_after(self.settings.turn_timeout_s) as scope:
+            return await self._run(conversation, text, _Clock(scope))
+        raise TurnTimeout(
+            f"the turn ran past {self.settings.turn_timeout_s:g} s (approval waits not counted)"
+        )
+
+    async def _run(self, conversation: str, text: str, clock: _Clock) -> Done:
+        await self.store.append(conversation, user_message(text, now_ts()))
+        prompt_tokens = completion_tokens = 0
+        rounds = 0
+        while True:
+            core = read_core(self.settings.core_md)
+            rounds += 1
+            result = await self._one_round(conversation, core)
+            if result.usage is not None:
+                prompt_tokens += result.usage.prompt_tokens
+                completion_tokens += result.usage.completion_tokens
+            usage = Usage(prompt_tokens=U64(prompt_tokens),
+                          completion_tokens=U64(completion_tokens))
+            if result.finish_reason != "tool_calls" or not result.tool_calls:
+                finish: Finish = "length" if result.finish_reason == "length" else "stop"
+                return Done(finish=finish, rounds=U64(rounds), usage=usage)
+            for call in result.tool_calls:
+                await self._run_tool_call(conversation, call.id, call.name, call.arguments, clock)
+            if rounds >= self.settings.max_rounds:
+                return Done(finish="max_rounds", rounds=U64(rounds), usage=usage)
+
+    async def _one_round(self, conversation: str, core: str | None) -> ChatResult:
+        messages = to_chat(self.store.load(conversation))
+        if core:
+            messages.insert(0, {"role": "system", "content": core})
+        body = chat_request_body(
+            messages,
+            model=self.settings.model,
+            slot=self.settings.slot,
+            temperature=self.settings.temperature,
+            tools=self.settings.tools,
+        )
+        stream = self.llama.chat(body)
+        try:
+            async with stream:
+                async for delta in stream:
+                    if isinstance(delta, TextDelta) and delta.text:
+                        await self.emit(TextEvent(delta=delta.text))
+            result = stream.result()
+        except BaseException:
+            await self._keep_interrupted(conversation, stream.assembler.text)
+            raise
+        calls = [
+            ToolCallRef(id=c.id, name=c.name[:MAX_TOOL_NAME], arguments=c.arguments)
+            for c in result.tool_calls
+        ] if result.finish_reason == "tool_calls" else []
+        await self.store.append(
+            conversation,
+            Message(role="assistant", content=result.text, tool_calls=calls or None,
+                    tool_call_id=None, interrupted=False, ts=now_ts()),
+        )
+        return result
+
+    async def _keep_interrupted(self, conversation: str, text: str) -> None:
+        """An interrupted assistant message is kept with what was received."""
+        message = Message(role="assistant", content=text, tool_calls=None, tool_call_id=None,
+                          interrupted=True, ts=now_ts())
+        with trio.CancelScope(shield=True):
+            try:
+                await self.store.append(conversation, message)
+            except OSError as exc:
+                log.error("conversation %s: the interrupted message cannot be kept (%s)",
+                          conversation, exc.strerror)
+
+    async def _run_tool_call(
+        self, conversation: str, call_id: str, name: str, arguments: str, clock: _Clock
+    ) -> None:
+        tool = name[:MAX_TOOL_NAME]
+        try:
+            args: dict[str, Any] | None = loads_object(arguments)
+        except DecodeError:
+            args = None
+        await self.emit(ToolCallEvent(call_id=call_id, tool=tool,
+                                      args=JsonObject(args) if args is not None else None,
+                                      raw_args=None if args is not None else arguments))
+        if args is None:
+            await self._deny(conversation, call_id, tool, "bad_args",
+                             "the model's arguments are not a JSON object; brokerd was not asked",
+                             None)
+            return
+
+        async def on_pending(pending: Pending) -> None:
+            clock.pause()
+            await self.emit(ApprovalPendingEvent(call_id=call_id,
+                                                 approval_id=pending.approval_id,
+                                                 tool=tool, expires_at=pending.expires_at))
+
+        try:
+            outcome = await self.broker.call(session=conversation, tool=tool, args=args,
+                                             on_pending=on_pending)
+        finally:
+            clock.resume()
+        await self._settle(conversation, call_id, tool, outcome)
+
+    async def _settle(self, conversation: str, call_id: str, tool: str,
+                      outcome: BrokerOutcome) -> None:
+        if isinstance(outcome, Result):
+            output = outcome.output
+            size = len(dumps(output).encode("utf-8")) if output is not None else 0
+            await self.emit(ToolResultEvent(call_id=call_id, tool=tool, status=outcome.status,
+                                            bytes=U64(size), label=outcome.label,
+                                            untrusted=outcome.untrusted))
+            content = dumps({"status": outcome.status, "output": output})
+            await self._tool_message(conversation, call_id, content)
+        elif isinstance(outcome, Denied):
+            await self._deny(conversation, call_id, tool, outcome.code, outcome.reason,
+                             outcome.runbook)
+        elif isinstance(outcome, ErrorAnswer):
+            code = outcome.code if outcome.code in ("runner_unavailable",
+                                                    "audit_unavailable") else None
+            if code is None:
+                await self._deny(conversation, call_id, tool, "broker_unavailable",
+                                 f"brokerd answered with error {outcome.code}",
+                                 BROKER_UNAVAILABLE_RUNBOOK)
+            else:
+                await self._deny(conversation, call_id, tool, code, outcome.message,
+                                 outcome.runbook)
+        else:
+            assert isinstance(outcome, BrokerUnavailable)
+            log.warning("broker call %s: %s", json.dumps(call_id), outcome.reason)
+            await self._deny(conversation, call_id, tool, "broker_unavailable", outcome.reason,
+                             BROKER_UNAVAILABLE_RUNBOOK)
+
+    async def _deny(self, conversation: str, call_id: str, tool: str, code: str, reason: str,
+                    runbook: str | None) -> None:
+        await self.emit(ToolDeniedEvent(call_id=call_id, tool=tool, code=code,  # type: ignore[arg-type]
+                                        reason=reason, runbook=runbook))
+        await self._tool_message(conversation, call_id, text_for_model(code))
+
+    async def _tool_message(self, conversation: str, call_id: str, content: str) -> None:
+        await self.store.append(
+            conversation,
+            Message(role="tool", content=content, tool_calls=None, tool_call_id=call_id,
+                    interrupted=False, ts=now_ts()),
+        )
