@@ -24,6 +24,7 @@ import attrs
 import trio
 
 from .. import __version__
+from .._sd import ActivationError, listen_fds, notify, unix_listener
 from ..policy._load import GrantsWatcher
 from ..proto._audit import GrantsSummary, Start, Stop
 from ..proto._convert import U64
@@ -36,14 +37,12 @@ from ._config import BrokerdConfig
 from ._context import Daemon
 from ._ledger import Ledger
 from ._policy_link import PolicyLink
-from ._sd_link import listen_fds, notify
 from ._sockets import (
     ListenerLost,
     PeerCred,
     SocketSetupError,
     accept_loop,
     bind_unix_listener,
-    listener_from_fd,
     peer_credentials,
 )
 from ._state import list_sessions, read_state, sync_state_files
@@ -102,16 +101,19 @@ def make_runtime(config: BrokerdConfig) -> Any:
 
 
 def _take_sockets(config: BrokerdConfig) -> tuple[socket.socket, socket.socket]:
-    activated = listen_fds()
-    if activated is not None:
-        try:
-            broker_fd, admin_fd = activated["broker"], activated["admin"]
-        except KeyError as exc:
-            raise StartFailed(
-                f"socket activation did not pass a socket named {exc.args[0]!r} "
-                "(LISTEN_FDNAMES needs broker and admin)"
-            ) from None
-        return listener_from_fd(broker_fd), listener_from_fd(admin_fd)
+    try:
+        activated = listen_fds()
+        if activated:
+            broker = unix_listener(activated, "broker")
+            admin = unix_listener(activated, "admin")
+            if broker is None or admin is None:
+                raise StartFailed(
+                    "socket activation did not pass both sockets "
+                    "(LISTEN_FDNAMES needs broker and admin)"
+                )
+            return broker, admin
+    except ActivationError as exc:
+        raise StartFailed(str(exc)) from exc
     own = config.own_uid
     broker_open = any(u != own for u in config.broker_uids)
     admin_open = config.owner_uid != own

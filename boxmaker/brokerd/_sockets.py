@@ -195,15 +195,6 @@ def bind_unix_listener(path: Path, *, shared_dir: bool, open_socket: bool,
     return sock
 
 
-def listener_from_fd(fd: int) -> socket.socket:
-    """A listening socket handed over by systemd (socket activation)."""
-    sock = socket.socket(fileno=fd)
-    if sock.family != socket.AF_UNIX or sock.type != socket.SOCK_STREAM:
-        sock.detach()
-        raise SocketSetupError(f"descriptor {fd} from systemd is not a Unix stream socket")
-    return sock
-
-
 async def accept_loop(
     listener: trio.socket.SocketType,
     handle: Callable[[trio.socket.SocketType], Awaitable[None]],
