@@ -72,6 +72,13 @@ def grants_report(state: GrantState) -> GrantsReport:
     )
 
 
+def runtime_image(runtime: object) -> str | None:
+    """The tools image a podman runtime uses (None for the others)."""
+    settings = getattr(runtime, "settings", None)
+    image = getattr(settings, "image", None)
+    return image if isinstance(image, str) else None
+
+
 def status_of(daemon: Daemon) -> Status:
     writer = daemon.ledger.writer
     grants = daemon.watcher.state
@@ -85,7 +92,7 @@ def status_of(daemon: Daemon) -> Status:
         pending=U64(len(daemon.ledger.pending)),
         sessions=U64(daemon.ledger.session_count()),
         runner=RunnerStatus(kind=runtime.kind, ok=bool(runtime.ok),
-                            image=getattr(runtime, "image", None),
+                            image=runtime_image(runtime),
                             reason=None if runtime.ok else getattr(runtime, "reason", None)),
         warnings=list(daemon.warnings)
         + ([f"the audit log is unavailable: {writer.failure}"] if writer.failure else []),

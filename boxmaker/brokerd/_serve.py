@@ -12,7 +12,6 @@ finish, record `stop`, return.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import logging
 import os
 import signal
@@ -47,6 +46,7 @@ from ._sockets import (
 )
 from ._state import list_sessions, read_state, sync_state_files
 from .runner._echo import EchoRuntime
+from .runner._podman import PodmanRuntime, PodmanSettings
 from .runner._refusing import RefusingRuntime
 
 log = logging.getLogger("brokerd")
@@ -84,19 +84,30 @@ class ServeHandle:
         await self._stop.wait()
 
 
-def make_runtime(config: BrokerdConfig) -> Any:
+async def make_runtime(config: BrokerdConfig) -> Any:
+    """The configured runtime, checked (podman: podman runs, the image is there, limits hold).
+
+    Raises StartFailed for podman settings that are not valid.
+    """
     kind = config.runner.kind
     if kind == "echo":
         return EchoRuntime()
     if kind == "podman":
+        table = config.runner
+        if table.image is None:
+            return RefusingRuntime("[runner] image is not set: name the tools image by digest")
         try:
-            module = importlib.import_module("boxmaker.brokerd.runner._podman")
-        except ImportError:
-            module = None
-        factory = getattr(module, "make_podman_runtime", None)
-        if factory is None:
-            return RefusingRuntime("the podman runner is not available in this build")
-        return factory(config)
+            settings = PodmanSettings(
+                image=table.image, podman=table.podman, oci_runtime=table.oci_runtime,
+                memory=table.memory, pids=table.pids, cpus=table.cpus,
+                timeout_ms=table.timeout_ms, output_max_bytes=table.output_max_bytes,
+                nofile=table.nofile, nproc=table.nproc,
+            )
+        except ValueError as exc:
+            raise StartFailed(f"the [runner] settings are not valid: {exc}") from exc
+        runtime = PodmanRuntime(settings, config.home)
+        await runtime.start()
+        return runtime
     return RefusingRuntime()
 
 
@@ -218,7 +229,7 @@ async def _serve_with_log(
         else:
             log.warning("the grant set has %d problems; every call is denied. "
                         "See docs/runbook.md#grants-invalid", len(grants.report.problems))
-    runtime = make_runtime(config)
+    runtime = await make_runtime(config)
     if not runtime.ok:
         log.warning("runner %s: %s; allowed calls answer runner_unavailable. "
                     "See docs/runbook.md#runner-unavailable", runtime.kind, runtime.reason)
@@ -295,6 +306,7 @@ async def _serve_with_log(
                     except AuditUnavailable as exc:
                         log.error("stop not recorded: %s", exc)
                     await ledger.flush_states()
+                    await runtime.aclose()
                 background.cancel_scope.cancel()
     finally:
         broker_sock.close()

@@ -213,3 +213,21 @@ async def test_damaged_state_file_at_start(home: Home, nursery: trio.Nursery) ->
     decision = home.events("decision")[-1]
     assert decision["state"] == {"label": "secret", "untrusted": True}
     handle.stop()
+
+
+async def test_podman_missing_is_runner_unavailable(nursery: trio.Nursery) -> None:
+    home = Home(runner="podman", runner_extra='podman = "/nonexistent/podman"\n'
+                f'image = "sha256:{"0" * 64}"\n')
+    try:
+        handle_ = await started(nursery, home)
+        status = (await ask(home.admin, {"v": 1, "id": 1, "status": {}}))[0]["status"]
+        assert status["runner"]["kind"] == "podman" and status["runner"]["ok"] is False
+        assert status["runner"]["image"] == "sha256:" + "0" * 64
+        assert status["runner"]["reason"]
+        answer = await ask(home.broker, echo_call(2))
+        assert answer[0]["error"]["code"] == "runner_unavailable"
+        assert answer[0]["error"]["runbook"] == "docs/runbook.md#runner-unavailable"
+        assert home.events("result")[-1]["status"] == "runner_unavailable"
+        handle_.stop()
+    finally:
+        home.cleanup()

@@ -46,7 +46,8 @@ class Home:
     """A brokerd home in a short temp directory (socket paths stay < 108 bytes)."""
 
     def __init__(self, *, runner: str = "echo", ttl_ms: int = 600_000, fsync: bool = True,
-                 grants: dict[str, str] | None = None, extra: str = "") -> None:
+                 grants: dict[str, str] | None = None, extra: str = "",
+                 runner_extra: str = "") -> None:
         self.root = Path(tempfile.mkdtemp(prefix="bk-", dir="/tmp"))
         self.home = self.root / "home"
         self.home.mkdir(mode=0o700)
@@ -69,6 +70,7 @@ class Home:
             f"ttl_ms = {ttl_ms}\n"
             "[runner]\n"
             f'kind = "{runner}"\n'
+            f"{runner_extra}"
             "[audit]\n"
             f"fsync = {'true' if fsync else 'false'}\n"
         )
