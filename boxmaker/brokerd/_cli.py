@@ -19,6 +19,7 @@ import click
 import trio
 
 from .. import __version__
+from ..proto._escape import escape_line
 from ._audit_link import rebuild_from_log
 from ._audit_writer import AuditError, AuditLocked, lock_audit_dir, open_audit_dir
 from ._config import BrokerdConfig, ConfigError, load_config
@@ -83,21 +84,24 @@ def serve_command(config_path: Path | None, accept_break: bool) -> None:
 def check_config_command(config_path: Path | None) -> None:
     """Check brokerd.toml and print the settings it resolves to."""
     config = _load(config_path)
-    source = os.fsdecode(config.source) if config.source else "(none: every default)"
+    def shown(path: Path) -> str:
+        return escape_line(os.fsdecode(path))
+
+    source = shown(config.source) if config.source else "(none: every default)"
     lines = [
         f"config        {source}",
-        f"home          {os.fsdecode(config.home)}",
-        f"grants        {os.fsdecode(config.grants)}",
-        f"audit         {os.fsdecode(config.audit)}",
-        f"state         {os.fsdecode(config.state)}",
-        f"broker.sock   {os.fsdecode(config.broker_socket)}",
-        f"admin.sock    {os.fsdecode(config.admin_socket)}",
+        f"home          {shown(config.home)}",
+        f"grants        {shown(config.grants)}",
+        f"audit         {shown(config.audit)}",
+        f"state         {shown(config.state)}",
+        f"broker.sock   {shown(config.broker_socket)}",
+        f"admin.sock    {shown(config.admin_socket)}",
         f"broker_uids   {', '.join(str(u) for u in config.broker_uids)}",
         f"owner_uid     {config.owner_uid}",
         f"ttl_ms        {config.ttl_ms}",
         f"runner        {config.runner.kind}",
         f"fsync         {'on' if config.fsync else 'OFF (tests and benchmarks only)'}",
-        f"protected     {', '.join(config.protected)}",
+        f"protected     {escape_line(', '.join(config.protected))}",
     ]
     click.echo("\n".join(lines))
     if config.single_uid:
