@@ -63,7 +63,7 @@ class Listener:
     sock: socket.socket
     bound_path: Path | None
     activated: bool
-    bound_inode: int | None = None
+    bound_identity: tuple[int, int, int] | None = None  # st_dev, st_ino, st_ctime_ns
 
 
 def _show(path: Path) -> str:
@@ -231,20 +231,25 @@ def open_listener(config: InferproxyConfig) -> Listener:
         return Listener(sock=activated, bound_path=None, activated=True)
     sock = bind_listener(config.socket)
     try:
-        inode: int | None = os.lstat(config.socket).st_ino
+        identity: tuple[int, int, int] | None = _identity(os.lstat(config.socket))
     except OSError:
-        inode = None
-    return Listener(sock=sock, bound_path=config.socket, activated=False, bound_inode=inode)
+        identity = None
+    return Listener(sock=sock, bound_path=config.socket, activated=False,
+                    bound_identity=identity)
+
+
+def _identity(st: os.stat_result) -> tuple[int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_ctime_ns)
 
 
 def remove_bound_socket(listener: Listener) -> None:
     """Remove the socket file inferproxy bound, if it is still the one it bound."""
     path = listener.bound_path
-    if path is None or listener.bound_inode is None:
+    if path is None or listener.bound_identity is None:
         return
     try:
         st = os.lstat(path)
-        if stat.S_ISSOCK(st.st_mode) and st.st_ino == listener.bound_inode:
+        if stat.S_ISSOCK(st.st_mode) and _identity(st) == listener.bound_identity:
             os.unlink(path)
     except OSError:
         return
