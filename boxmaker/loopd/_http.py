@@ -6,9 +6,12 @@ Two layers:
   `receive_head`, `receive_body_data` (the body as it arrives: each call
   returns what one read from the socket completed, as one piece), `read_body`
   (bounded), `aclose`.  inferproxy forwards with this layer.
-- `fetch` (a whole small exchange) and `open_sse` / `SSEStream` (a streamed
-  OpenAI-style answer: SSE events as they arrive, ``data: [DONE]`` as the
-  only normal end, errors before and during the stream raised as typed errors).
+- `fetch`: a whole small exchange (health, props, slots, slot actions).
+
+The streamed answer (`open_sse`) lives in `_sse_stream`.  h11 writes the
+request and parses the response head and plain bodies; a chunked body is
+decoded by `_chunked.ChunkedDecoder` (h11's per-chunk cost is too high for
+one chunk per token, see docs/decisions.md).
 
 Rules kept here: a new connection per request, never a half-close (the
 server counts one as a disconnect and stops generating), timeouts as cancel
@@ -27,7 +30,6 @@ server text and end with a runbook pointer.
 
 from __future__ import annotations
 
-import collections
 import math
 import urllib.parse
 from collections.abc import Sequence
@@ -41,8 +43,8 @@ import trio
 
 from ..proto._errors import DecodeError
 from ..proto._escape import escape_line
-from ..proto._json import loads_object, loads_value
-from ._sse import SSEError, SSEEvent, SSEParser
+from ..proto._json import loads_object
+from ._chunked import ChunkedDecoder, ChunkedError
 
 MAX_ERROR_BODY: Final = 64 * 1024
 MAX_BODY: Final = 8 * 1024 * 1024
@@ -238,6 +240,10 @@ class HttpConnection:
         self._h11 = h11.Connection(h11.CLIENT)
         self._eof = False
         self._ended = False
+        self._method = b""
+        # set for a chunked response body: decoded here, not by h11 (see _chunked)
+        self._chunked: ChunkedDecoder | None = None
+        self._pending = b""  # body bytes h11 had read past the head
 
     @classmethod
     async def open(cls, endpoint: Endpoint, *, timeout_s: float | None = None) -> HttpConnection:
@@ -302,6 +308,7 @@ class HttpConnection:
         all_headers.extend(given)
         if body is not None and b"content-length" not in names:
             all_headers.append((b"Content-Length", b"%d" % len(body)))
+        self._method = method.encode("ascii").upper()
         try:
             out = self._h11.send(h11.Request(method=method, target=target, headers=all_headers))
             if body:
@@ -321,7 +328,7 @@ class HttpConnection:
                 " while the request was sent docs/runbook.md#inference-unavailable"
             ) from exc
 
-    async def _receive(self) -> None:
+    async def _receive_raw(self) -> bytes:
         try:
             data = await self._stream.receive_some(_RECEIVE_SIZE)
         except (trio.BrokenResourceError, OSError) as exc:
@@ -331,7 +338,10 @@ class HttpConnection:
             ) from exc
         if not data:
             self._eof = True
-        self._h11.receive_data(bytes(data) if type(data) is not bytes else data)
+        return bytes(data) if type(data) is not bytes else data
+
+    async def _receive(self) -> None:
+        self._h11.receive_data(await self._receive_raw())
 
     def _next_event(self) -> Any:
         try:
@@ -355,11 +365,19 @@ class HttpConnection:
                 await self._receive()
                 continue
             if type(event) is h11.Response:
-                return ResponseHead(
+                head = ResponseHead(
                     status=event.status_code,
                     reason=event.reason.decode("latin-1"),
                     headers=tuple((bytes(k), bytes(v)) for k, v in event.headers),
                 )
+                if (
+                    head.header(b"transfer-encoding") == b"chunked"
+                    and self._method != b"HEAD"
+                    and head.status not in (204, 304)
+                ):
+                    self._chunked = ChunkedDecoder()
+                    self._pending, _ = self._h11.trailing_data
+                return head
             if type(event) is h11.InformationalResponse:
                 continue
             raise InferenceProtocolError(  # pragma: no cover - h11 allows nothing else here
@@ -372,6 +390,8 @@ class HttpConnection:
 
         Returns None once the body is complete.  Never returns b"".
         """
+        if self._chunked is not None:
+            return await self._receive_chunked(self._chunked)
         parts: list[bytes] = []
         while True:
             while not self._ended:
@@ -393,6 +413,32 @@ class HttpConnection:
             if self._ended:
                 return None
             await self._receive()
+
+    async def _receive_chunked(self, decoder: ChunkedDecoder) -> bytes | None:
+        if self._ended:
+            return None
+        data = self._pending
+        self._pending = b""
+        while True:
+            if data:
+                try:
+                    out = decoder.feed(data)
+                except ChunkedError as exc:
+                    raise InferenceProtocolError(
+                        f"the inference server at {self._endpoint} sent a bad chunked body:"
+                        f" {exc} docs/runbook.md#inference-unavailable"
+                    ) from exc
+                if decoder.done:
+                    self._ended = True
+                    return out or None
+                if out:
+                    return out
+            elif self._eof:
+                raise InferenceClosed(
+                    f"the inference server at {self._endpoint} closed the connection"
+                    " before the answer was complete docs/runbook.md#inference-unavailable"
+                )
+            data = await self._receive_raw()
 
     async def read_body(self, limit: int) -> bytes:
         """The whole body, refusing one larger than `limit` bytes."""
@@ -471,11 +517,11 @@ async def read_error(conn: HttpConnection, head: ResponseHead) -> InferenceHTTPE
     return http_error(conn.endpoint, head, body)
 
 
-def _deadline(now: float, seconds: float | None) -> float:
+def deadline_after(now: float, seconds: float | None) -> float:
     return math.inf if seconds is None else now + seconds
 
 
-def _timeout(endpoint: Endpoint, phase: Phase, seconds: float | None) -> InferenceTimeout:
+def timeout_error(endpoint: Endpoint, phase: Phase, seconds: float | None) -> InferenceTimeout:
     what = {
         "connect": "to connect",
         "first_event": "for the answer to start",
@@ -509,7 +555,7 @@ async def fetch(
     MAX_ERROR_BODY.  The whole exchange, connecting included, takes at most
     `timeout_s`.
     """
-    deadline = _deadline(trio.current_time(), timeout_s)
+    deadline = deadline_after(trio.current_time(), timeout_s)
     with trio.CancelScope(deadline=deadline) as scope:
         conn = await HttpConnection.open(endpoint, timeout_s=connect_timeout_s)
         async with conn:
@@ -531,203 +577,4 @@ async def fetch(
             data = await conn.read_body(limit)
             return HttpResponse(head=head, body=data)
     assert scope.cancelled_caught
-    raise _timeout(endpoint, "total", timeout_s)
-
-
-# -- a streamed answer ---------------------------------------------------------------
-
-
-def stream_error(text: str, endpoint: Endpoint | None = None) -> InferenceStreamError:
-    """The typed error for an error reported in a stream (`text`: its JSON)."""
-    error: dict[str, Any] | None = None
-    try:
-        value = loads_value(text)
-    except DecodeError:
-        value = None
-    if isinstance(value, dict):
-        inner = value.get("error", value)
-        if isinstance(inner, dict):
-            error = inner
-    detail = describe_error_object(error) if error is not None else shown(text)
-    server = f"the inference server at {endpoint}" if endpoint else "the inference server"
-    return InferenceStreamError(
-        f"{server} reported an error during the answer: {detail}"
-        " docs/runbook.md#inference-unavailable",
-        error=error,
-        text=text,
-    )
-
-
-class SSEStream:
-    """A streamed answer: ``async with open_sse(...) as stream: async for event in stream``.
-
-    Entering connects, sends the request and waits for the response head
-    (a non-200 answer raises `InferenceHTTPError`; another content type than
-    ``text/event-stream`` raises `InferenceProtocolError`).  Iterating yields
-    each SSE event as soon as the chunk completing it is read, except
-    ``data: [DONE]``, which ends the iteration.  An error event raises
-    `InferenceStreamError`; an end of the body or connection before [DONE]
-    raises `InferenceClosed`.  `pings` counts comment lines seen.
-    """
-
-    def __init__(
-        self,
-        endpoint: Endpoint,
-        method: str,
-        target: str,
-        body: bytes,
-        *,
-        timeouts: Timeouts,
-        headers: Sequence[tuple[str | bytes, str | bytes]] = (),
-    ) -> None:
-        self._endpoint = endpoint
-        self._method = method
-        self._target = target
-        self._body = body
-        self._timeouts = timeouts
-        self._headers = headers
-        self._conn: HttpConnection | None = None
-        self._parser = SSEParser()
-        self._queue: collections.deque[SSEEvent] = collections.deque()
-        self._total_deadline = math.inf
-        self._first_deadline = math.inf
-        self._got_first = False
-        self._done = False
-        self.head: ResponseHead | None = None
-
-    @property
-    def pings(self) -> int:
-        return self._parser.comments
-
-    async def __aenter__(self) -> SSEStream:
-        timeouts = self._timeouts
-        now = trio.current_time()
-        self._total_deadline = _deadline(now, timeouts.total_s)
-        with trio.CancelScope(deadline=self._total_deadline) as scope:
-            conn = await HttpConnection.open(self._endpoint, timeout_s=timeouts.connect_s)
-        if scope.cancelled_caught:
-            raise _timeout(self._endpoint, "total", timeouts.total_s)
-        self._conn = conn
-        try:
-            await self._start()
-        except BaseException:
-            await conn.aclose()
-            raise
-        return self
-
-    async def _start(self) -> None:
-        conn = self._conn
-        assert conn is not None
-        timeouts = self._timeouts
-        headers: list[tuple[str | bytes, str | bytes]] = [
-            ("Accept", "text/event-stream"),
-            ("Content-Type", "application/json"),
-            ("Connection", "close"),
-            *self._headers,
-        ]
-        with trio.CancelScope(deadline=self._total_deadline) as scope:
-            await conn.send_request(self._method, self._target, headers=headers, body=self._body)
-            self._first_deadline = _deadline(trio.current_time(), timeouts.first_event_s)
-            scope.deadline = min(self._total_deadline, self._first_deadline)
-            head = await conn.receive_head()
-            self.head = head
-            if head.status != 200:
-                raise await read_error(conn, head)
-        if scope.cancelled_caught:
-            raise self._which_timeout()
-        if head.content_type != "text/event-stream":
-            raise InferenceProtocolError(
-                f"the inference server at {self._endpoint} answered with content type"
-                f" {shown(head.content_type, 80)!r}, not text/event-stream"
-                " docs/runbook.md#inference-unavailable"
-            )
-
-    def _which_timeout(self) -> InferenceTimeout:
-        t = self._timeouts
-        if not self._got_first:
-            if self._first_deadline <= self._total_deadline:
-                return _timeout(self._endpoint, "first_event", t.first_event_s)
-            return _timeout(self._endpoint, "total", t.total_s)
-        if trio.current_time() >= self._total_deadline:
-            return _timeout(self._endpoint, "total", t.total_s)
-        return _timeout(self._endpoint, "idle", t.idle_s)
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        if self._conn is not None:
-            await self._conn.aclose()
-
-    def __aiter__(self) -> SSEStream:
-        return self
-
-    async def __anext__(self) -> SSEEvent:
-        queue = self._queue
-        while not queue:
-            if self._done:
-                raise StopAsyncIteration
-            await self._receive_more()
-        event = queue.popleft()
-        if event.data == "[DONE]":
-            self._done = True
-            queue.clear()
-            raise StopAsyncIteration
-        if event.data is not None and event.data.startswith('{"error"'):
-            raise stream_error(event.data, self._endpoint)
-        if event.fields:
-            old_error = event.field("error")
-            if old_error is not None:
-                raise stream_error(old_error, self._endpoint)
-        return event
-
-    async def _receive_more(self) -> None:
-        conn = self._conn
-        if conn is None:
-            raise RuntimeError("use `async with` before iterating")
-        if self._got_first:
-            idle_s = self._timeouts.idle_s
-            deadline = self._total_deadline
-            if idle_s is not None:
-                deadline = min(deadline, trio.current_time() + idle_s)
-        else:
-            deadline = min(self._total_deadline, self._first_deadline)
-        with trio.CancelScope(deadline=deadline) as scope:
-            data = await conn.receive_body_data()
-        if scope.cancelled_caught:
-            raise self._which_timeout()
-        if data is None:
-            partial = self._parser.close()
-            what = "inside an event" if partial else "without data: [DONE]"
-            raise InferenceClosed(
-                f"the inference server at {self._endpoint} ended the answer {what}"
-                " docs/runbook.md#inference-unavailable"
-            )
-        try:
-            events = self._parser.feed(data)
-        except SSEError as exc:
-            raise InferenceProtocolError(
-                f"the inference server at {self._endpoint} sent a bad event stream: {exc}"
-                " docs/runbook.md#inference-unavailable"
-            ) from exc
-        if events:
-            self._got_first = True
-            self._queue.extend(events)
-
-
-def open_sse(
-    endpoint: Endpoint,
-    target: str,
-    body: bytes,
-    *,
-    timeouts: Timeouts,
-    method: str = "POST",
-    headers: Sequence[tuple[str | bytes, str | bytes]] = (),
-) -> SSEStream:
-    """A streamed request; use as ``async with open_sse(...) as stream``."""
-    return SSEStream(endpoint, method, target, body, timeouts=timeouts, headers=headers)
+    raise timeout_error(endpoint, "total", timeout_s)

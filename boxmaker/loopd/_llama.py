@@ -31,14 +31,12 @@ from ._http import (
     HttpResponse,
     InferenceProtocolError,
     InferenceTimeout,
-    SSEStream,
     Timeouts,
     fetch,
     http_error,
-    open_sse,
     shown,
-    stream_error,
 )
+from ._sse_stream import SSEStream, open_sse, stream_error
 
 CHAT_PATH: Final = "/v1/chat/completions"
 SlotAction = Literal["save", "restore", "erase"]

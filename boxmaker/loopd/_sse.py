@@ -28,9 +28,9 @@ Pure: no I/O, no trio.
 
 from __future__ import annotations
 
-from typing import Final
-
-import attrs
+import operator
+from itertools import repeat
+from typing import Final, NamedTuple
 
 from ..proto._errors import DecodeError
 
@@ -42,9 +42,8 @@ class SSEError(DecodeError):
     """The event stream breaks a limit (a line or event larger than allowed)."""
 
 
-@attrs.frozen(kw_only=True)
-class SSEEvent:
-    """One dispatched event.
+class SSEEvent(NamedTuple):
+    """One dispatched event (a named tuple: immutable, and cheap on the hot path).
 
     `data` is None when the event had no ``data`` line at all (only other
     fields); ``""`` when it had an empty one.  `fields` holds every field other
@@ -64,6 +63,12 @@ class SSEEvent:
             if key == name:
                 found = value
         return found
+
+
+_new_tuple = tuple.__new__
+_after_data_space = operator.itemgetter(slice(6, None))
+_NONES = repeat(None)
+_EMPTIES = repeat(())
 
 
 class SSEParser:
@@ -86,6 +91,7 @@ class SSEParser:
         "_retry",
         "_skip_lf",
         "comments",
+        "last_plain",
     )
 
     def __init__(self, *, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
@@ -95,6 +101,9 @@ class SSEParser:
         self._at_start = True  # no line decoded yet: a BOM may still come
         self._pending_bytes = 0  # size of the event being built
         self.comments = 0
+        # True when every event the last feed returned is a plain data event that
+        # is neither "[DONE]" nor an error object (a conservative hint for callers)
+        self.last_plain = False
         self._reset()
 
     def _reset(self) -> None:
@@ -130,7 +139,8 @@ class SSEParser:
             if len(self._buffer) > self._max:
                 raise SSEError(f"an event stream line is longer than {self._max} bytes")
             return []
-        complete = self._buffer + chunk[:cut] if self._buffer else chunk[:cut]
+        # every complete line, each with its "\n"; a UTF-8 sequence never spans a "\n"
+        complete = self._buffer + chunk[: cut + 1] if self._buffer else chunk[: cut + 1]
         self._buffer = chunk[cut + 1 :]
         if len(self._buffer) > self._max:
             raise SSEError(f"an event stream line is longer than {self._max} bytes")
@@ -139,10 +149,59 @@ class SSEParser:
             self._at_start = False
             if text.startswith(_BOM):
                 text = text[1:]
-        return self._lines(text.split("\n"))
+        return self._blocks(text)
 
-    def _lines(self, lines: list[str]) -> list[SSEEvent]:
-        events: list[SSEEvent] = []
+    def _blocks(self, text: str) -> list[SSEEvent]:
+        """`text` is whole lines.  Cut it at blank lines: each piece before a
+        "\n\n" is the lines of one event (then a blank line); the rest is lines
+        of an event still open.  The usual event, one ``data:`` line, takes the
+        fast path; anything else goes line by line."""
+        self.last_plain = False
+        blocks = text.split("\n\n")
+        tail = blocks.pop()
+        count = len(blocks)
+        if count and not self._data and not self._has_fields:
+            # all at once when every block is one "data: " line (llama-server's events)
+            body = text[: len(text) - len(tail)] if tail else text
+            if (
+                len(body) <= self._max
+                and body.startswith("data: ")
+                and body.count("\n") == 2 * count
+                and body.count("\n\ndata: ") == count - 1
+            ):
+                # C-level iteration: no Python bytecode per event
+                values = map(_after_data_space, blocks)
+                events = list(map(_new_tuple, repeat(SSEEvent, count),
+                                  zip(values, _NONES, _NONES, _NONES, _EMPTIES, strict=False)))
+                self.last_plain = '{"error"' not in body and "data: [DONE]" not in body
+                if tail:
+                    self._lines(tail[:-1].split("\n"), events)
+                return events
+        events = []
+        maximum = self._max
+        for block in blocks:
+            if (
+                block.startswith("data:")
+                and "\n" not in block
+                and not self._data
+                and not self._has_fields
+            ):
+                if len(block) > maximum:
+                    raise SSEError(f"an event is larger than {maximum} bytes")
+                value = block[5:]
+                if value[:1] == " ":
+                    value = value[1:]
+                events.append(_new_tuple(SSEEvent, (value, None, None, None, ())))
+            else:
+                self._lines(block.split("\n"), events)
+                if self._data or self._has_fields:
+                    events.append(self._dispatch())
+        if tail:
+            self._lines(tail[:-1].split("\n"), events)
+        return events
+
+    def _lines(self, lines: list[str], events: list[SSEEvent]) -> None:
+        """Apply `lines` one by one (a blank one dispatches the open event)."""
         data = self._data
         for line in lines:
             if not line:
@@ -180,7 +239,6 @@ class SSEParser:
             else:
                 self._extra.append((name, value))
                 self._has_fields = True
-        return events
 
     def _dispatch(self) -> SSEEvent:
         data = self._data

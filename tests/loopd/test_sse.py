@@ -242,3 +242,13 @@ def test_garbage_never_drops_or_invents(tokens: list[bytes], cuts: list[int]) ->
 @given(stream=st.binary(max_size=300), cuts=st.lists(st.integers(1, 300), max_size=8))
 def test_random_bytes_never_drops_or_invents(stream: bytes, cuts: list[int]) -> None:
     assert feed_all(split_at(stream, cuts)) == oracle(stream)
+
+
+def test_blank_line_at_the_start_of_a_chunk_ends_the_open_event() -> None:
+    parser = SSEParser()
+    assert parser.feed(b"data: x\n") == []
+    assert parser.feed(b"\ndata: y\n\n") == [SSEEvent(data="x"), SSEEvent(data="y")]
+    assert parser.feed(b"data: z\n") == []
+    assert parser.feed(b"\n") == [SSEEvent(data="z")]
+    assert parser.feed(b"data: a\ndata: b\n\n\n\nevent: e\n\n") == [
+        SSEEvent(data="a\nb"), SSEEvent(data=None, event="e")]

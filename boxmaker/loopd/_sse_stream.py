@@ -1,0 +1,244 @@
+"""A streamed OpenAI-style answer over `_http` (06-loopd): SSE events as they arrive.
+
+``async with open_sse(endpoint, target, body, timeouts=...) as stream:
+async for event in stream`` yields every SSE event as soon as the read that
+completed it returns; ``data: [DONE]`` is the only normal end.  Errors before
+the stream (a non-200 status) raise `InferenceHTTPError`; an error event
+(``data: {"error": ...}`` or an older ``error: ...`` line) raises
+`InferenceStreamError`; an end without [DONE] raises `InferenceClosed`.
+
+Timeouts are cancel scopes around each wait, never held across a yield:
+connect; request sent -> response head and first event; idle between two
+received chunks (a ping counts); the whole request.  Leaving the ``async
+with`` for any reason closes the connection, which makes llama-server stop
+generating.  One new connection per request; never a half-close.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any
+
+import trio
+
+from ..proto._errors import DecodeError
+from ..proto._json import loads_value
+from ._http import (
+    Endpoint,
+    HttpConnection,
+    InferenceClosed,
+    InferenceProtocolError,
+    InferenceStreamError,
+    InferenceTimeout,
+    ResponseHead,
+    Timeouts,
+    deadline_after,
+    describe_error_object,
+    read_error,
+    shown,
+    timeout_error,
+)
+from ._sse import SSEError, SSEEvent, SSEParser
+
+
+def stream_error(text: str, endpoint: Endpoint | None = None) -> InferenceStreamError:
+    """The typed error for an error reported in a stream (`text`: its JSON)."""
+    error: dict[str, Any] | None = None
+    try:
+        value = loads_value(text)
+    except DecodeError:
+        value = None
+    if isinstance(value, dict):
+        inner = value.get("error", value)
+        if isinstance(inner, dict):
+            error = inner
+    detail = describe_error_object(error) if error is not None else shown(text)
+    server = f"the inference server at {endpoint}" if endpoint else "the inference server"
+    return InferenceStreamError(
+        f"{server} reported an error during the answer: {detail}"
+        " docs/runbook.md#inference-unavailable",
+        error=error,
+        text=text,
+    )
+
+
+class SSEStream:
+    """A streamed answer: ``async with open_sse(...) as stream: async for event in stream``.
+
+    Entering connects, sends the request and waits for the response head
+    (a non-200 answer raises `InferenceHTTPError`; another content type than
+    ``text/event-stream`` raises `InferenceProtocolError`).  Iterating yields
+    each SSE event as soon as the chunk completing it is read, except
+    ``data: [DONE]``, which ends the iteration.  An error event raises
+    `InferenceStreamError`; an end of the body or connection before [DONE]
+    raises `InferenceClosed`.  `pings` counts comment lines seen.
+    """
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        method: str,
+        target: str,
+        body: bytes,
+        *,
+        timeouts: Timeouts,
+        headers: Sequence[tuple[str | bytes, str | bytes]] = (),
+    ) -> None:
+        self._endpoint = endpoint
+        self._method = method
+        self._target = target
+        self._body = body
+        self._timeouts = timeouts
+        self._headers = headers
+        self._conn: HttpConnection | None = None
+        self._parser = SSEParser()
+        self._queue: collections.deque[SSEEvent] = collections.deque()
+        self._total_deadline = math.inf
+        self._first_deadline = math.inf
+        self._got_first = False
+        self._done = False
+        self._plain = False  # the queued events need no [DONE]/error checks
+        self.head: ResponseHead | None = None
+
+    @property
+    def pings(self) -> int:
+        return self._parser.comments
+
+    async def __aenter__(self) -> SSEStream:
+        timeouts = self._timeouts
+        now = trio.current_time()
+        self._total_deadline = deadline_after(now, timeouts.total_s)
+        with trio.CancelScope(deadline=self._total_deadline) as scope:
+            conn = await HttpConnection.open(self._endpoint, timeout_s=timeouts.connect_s)
+        if scope.cancelled_caught:
+            raise timeout_error(self._endpoint, "total", timeouts.total_s)
+        self._conn = conn
+        try:
+            await self._start()
+        except BaseException:
+            await conn.aclose()
+            raise
+        return self
+
+    async def _start(self) -> None:
+        conn = self._conn
+        assert conn is not None
+        timeouts = self._timeouts
+        headers: list[tuple[str | bytes, str | bytes]] = [
+            ("Accept", "text/event-stream"),
+            ("Content-Type", "application/json"),
+            ("Connection", "close"),
+            *self._headers,
+        ]
+        with trio.CancelScope(deadline=self._total_deadline) as scope:
+            await conn.send_request(self._method, self._target, headers=headers, body=self._body)
+            self._first_deadline = deadline_after(trio.current_time(), timeouts.first_event_s)
+            scope.deadline = min(self._total_deadline, self._first_deadline)
+            head = await conn.receive_head()
+            self.head = head
+            if head.status != 200:
+                raise await read_error(conn, head)
+        if scope.cancelled_caught:
+            raise self._which_timeout()
+        if head.content_type != "text/event-stream":
+            raise InferenceProtocolError(
+                f"the inference server at {self._endpoint} answered with content type"
+                f" {shown(head.content_type, 80)!r}, not text/event-stream"
+                " docs/runbook.md#inference-unavailable"
+            )
+
+    def _which_timeout(self) -> InferenceTimeout:
+        t = self._timeouts
+        if not self._got_first:
+            if self._first_deadline <= self._total_deadline:
+                return timeout_error(self._endpoint, "first_event", t.first_event_s)
+            return timeout_error(self._endpoint, "total", t.total_s)
+        if trio.current_time() >= self._total_deadline:
+            return timeout_error(self._endpoint, "total", t.total_s)
+        return timeout_error(self._endpoint, "idle", t.idle_s)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._conn is not None:
+            await self._conn.aclose()
+
+    def __aiter__(self) -> SSEStream:
+        return self
+
+    async def __anext__(self) -> SSEEvent:
+        queue = self._queue
+        while not queue:
+            if self._done:
+                raise StopAsyncIteration
+            await self._receive_more()
+        event = queue.popleft()
+        if self._plain:
+            return event
+        if event.data == "[DONE]":
+            self._done = True
+            queue.clear()
+            raise StopAsyncIteration
+        if event.data is not None and event.data.startswith('{"error"'):
+            raise stream_error(event.data, self._endpoint)
+        if event.fields:
+            old_error = event.field("error")
+            if old_error is not None:
+                raise stream_error(old_error, self._endpoint)
+        return event
+
+    async def _receive_more(self) -> None:
+        conn = self._conn
+        if conn is None:
+            raise RuntimeError("use `async with` before iterating")
+        if self._got_first:
+            idle_s = self._timeouts.idle_s
+            deadline = self._total_deadline
+            if idle_s is not None:
+                deadline = min(deadline, trio.current_time() + idle_s)
+        else:
+            deadline = min(self._total_deadline, self._first_deadline)
+        with trio.CancelScope(deadline=deadline) as scope:
+            data = await conn.receive_body_data()
+        if scope.cancelled_caught:
+            raise self._which_timeout()
+        if data is None:
+            partial = self._parser.close()
+            what = "inside an event" if partial else "without data: [DONE]"
+            raise InferenceClosed(
+                f"the inference server at {self._endpoint} ended the answer {what}"
+                " docs/runbook.md#inference-unavailable"
+            )
+        try:
+            events = self._parser.feed(data)
+        except SSEError as exc:
+            raise InferenceProtocolError(
+                f"the inference server at {self._endpoint} sent a bad event stream: {exc}"
+                " docs/runbook.md#inference-unavailable"
+            ) from exc
+        if events:
+            self._got_first = True
+            self._plain = self._parser.last_plain
+            self._queue.extend(events)
+
+
+def open_sse(
+    endpoint: Endpoint,
+    target: str,
+    body: bytes,
+    *,
+    timeouts: Timeouts,
+    method: str = "POST",
+    headers: Sequence[tuple[str | bytes, str | bytes]] = (),
+) -> SSEStream:
+    """A streamed request; use as ``async with open_sse(...) as stream``."""
+    return SSEStream(endpoint, method, target, body, timeouts=timeouts, headers=headers)
