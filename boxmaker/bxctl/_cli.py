@@ -53,10 +53,11 @@ def cli(ctx: click.Context, config_path: Path | None, admin_socket: Path | None,
 
 
 def _register() -> None:
-    from . import _audit_cmd, _grants_cmd
+    from . import _audit_cmd, _chat_cmd, _grants_cmd
 
     cli.add_command(_audit_cmd.audit)
     cli.add_command(_grants_cmd.grants)
+    cli.add_command(_chat_cmd.chat)
 
     from . import _admin_cmd
 
