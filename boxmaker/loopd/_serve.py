@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -54,10 +55,12 @@ log = logging.getLogger("boxmaker.loopd")
 REQUEST_FRAME_LIMIT_S = 10.0
 
 
+_TRAILING_POINTER = re.compile(r"\s*(See )?docs/runbook\.md#[a-z0-9-]+\.?$")
+
+
 def _without_pointer(message: str) -> str:
     """A message with any trailing runbook pointer cut (the caller adds its own)."""
-    head, sep, tail = message.rpartition(" docs/runbook.md#")
-    return head if sep and " " not in tail else message
+    return _TRAILING_POINTER.sub("", message)
 
 
 class StartFailed(Exception):

@@ -72,3 +72,8 @@ def test_no_pointers_fails(tmp_path: Path) -> None:
     result = run(make_tree(tmp_path, "A = 1\n", "# empty\n"))
     assert result.returncode == 1
     assert "no runbook pointers" in result.stdout
+
+
+def test_repository_passes() -> None:
+    result = run(REPO)
+    assert result.returncode == 0, result.stdout
