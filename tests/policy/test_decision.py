@@ -1,0 +1,88 @@
+"""Decision and Ask are built only by the policy (a private construction token)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import pytest
+
+from boxmaker.policy._decide import decide
+from boxmaker.policy._decision import (
+    NO_PROTECTED_PATHS,
+    Allowed,
+    Ask,
+    Decision,
+    Denied,
+    Outcome,
+    ProtectedPaths,
+    ToolCall,
+)
+from boxmaker.policy._grants import parse_grant_texts
+from boxmaker.proto._convert import structure, unstructure
+from boxmaker.proto._taint import NEW_SESSION
+
+STATE = parse_grant_texts({"a.toml": '[[grant]]\nid = "e"\ntool = "echo"\nmode = "allow"\n'
+                                     '[[grant]]\nid = "w"\ntool = "write_file"\nmode = "ask"\n'
+                                     'paths = ["/srv"]\n'})
+
+
+def _fields(cls: type) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "tool": "echo", "args": None, "outcome": Allowed(), "reason": "made up", "grant": "e",
+        "grant_entry": None, "private_network": False, "label": "public", "untrusted": False,
+        "state": NEW_SESSION, "matched": ("e",), "applicable": ("e",), "grants_digest": "0",
+        "raw_args": {}, "protected": NO_PROTECTED_PATHS,
+    }
+    return {a.name: values[a.name] for a in attrs.fields(cls)}
+
+
+def test_decision_cannot_be_built_elsewhere() -> None:
+    with pytest.raises(TypeError, match=r"built only by boxmaker\.policy"):
+        Decision(**_fields(Decision))
+
+
+def test_ask_cannot_be_built_elsewhere() -> None:
+    with pytest.raises(TypeError, match=r"built only by boxmaker\.policy"):
+        Ask(**_fields(Ask))
+
+
+def test_evolve_cannot_turn_a_denial_into_an_allow() -> None:
+    denied = decide(ToolCall(tool="nope", args={}), NEW_SESSION, STATE, NO_PROTECTED_PATHS)
+    assert isinstance(denied, Decision) and not denied.allowed
+    with pytest.raises(TypeError):
+        attrs.evolve(denied, outcome=Allowed())
+
+
+def test_an_ask_cannot_be_evolved_either() -> None:
+    ask = decide(ToolCall(tool="write_file", args={"path": "/srv/a", "content": "",
+                                                   "mode": "create"}),
+                 NEW_SESSION, STATE, NO_PROTECTED_PATHS)
+    assert isinstance(ask, Ask)
+    with pytest.raises(TypeError):
+        attrs.evolve(ask, grant="other")
+
+
+def test_the_converter_cannot_build_one() -> None:
+    with pytest.raises(Exception):  # noqa: B017 - whatever the converter wraps it in
+        structure(unstructure(_fields(Decision) | {"outcome": {"allowed": {}}}), Decision)
+
+
+def test_the_policy_builds_them() -> None:
+    decision = decide(ToolCall(tool="echo", args={"text": "x"}), NEW_SESSION, STATE,
+                      NO_PROTECTED_PATHS)
+    assert isinstance(decision, Decision) and decision.allowed
+
+
+def test_outcome_wire_form() -> None:
+    assert unstructure(Allowed(), Outcome) == {"allowed": {}}
+    assert unstructure(Denied(code="no_grant", reason="r"), Outcome) == {
+        "denied": {"code": "no_grant", "reason": "r"}
+    }
+    assert structure({"allowed": {}}, Outcome) == Allowed()
+    with pytest.raises(Exception):  # noqa: B017
+        structure({"allowed": {"x": 1}}, Outcome)
+
+
+def test_protected_paths_value() -> None:
+    assert ProtectedPaths.of(["/b", "/a", "/a/"]).paths == ("/a", "/b")
