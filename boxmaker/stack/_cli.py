@@ -34,6 +34,24 @@ def _configured_upstream(home: Path) -> str | None:
     return upstream if isinstance(upstream, str) else None
 
 
+def _probe_server(upstream: str) -> tuple[int, int] | None:
+    """The server's slots and context per slot, so the starter loopd.toml matches it."""
+    from ..loopd._http import Endpoint, InferenceError
+    from ..loopd._llama import LlamaClient
+
+    try:
+        client = LlamaClient(Endpoint.from_url(upstream), request_timeout_s=10)
+        props = trio.run(client.props)
+    except (InferenceError, ValueError) as exc:
+        click.echo(f"boxmaker: could not ask {upstream} for its slots and context "
+                   f"({exc}); loopd.toml gets the defaults, and loopd's self-test will say "
+                   "what to change", err=True)
+        return None
+    click.echo(f"inference server: {props.total_slots} slots, {props.n_ctx} tokens of context "
+               "per slot", err=True)
+    return props.total_slots, props.n_ctx
+
+
 @click.group()
 @click.version_option(__version__, prog_name="boxmaker")
 def cli() -> None:
@@ -77,7 +95,10 @@ def up(home: Path | None, url: str | None, local_model: bool, no_chat: bool) -> 
             "edit that file (or use another --home) to change it"
         )
     upstream = (url or configured or "").rstrip("/")
-    starter = write_starter_home(home, upstream=upstream)
+    slots, n_ctx = 4, 262144
+    if not (home / "loopd.toml").exists():
+        slots, n_ctx = _probe_server(upstream) or (slots, n_ctx)
+    starter = write_starter_home(home, upstream=upstream, slots=slots, n_ctx_per_slot=n_ctx)
     for path in starter.created:
         click.echo(f"created {path}")
     if starter.created:
