@@ -52,10 +52,15 @@ class TaintCollector:
                 self._change(TaintChange(seq=record.seq, session=session, taint=event.state))
         elif isinstance(event, Declassify):
             self.known.add(event.session)
-            self._change(TaintChange(seq=record.seq, session=event.session, taint=event.to))
+            self._change(TaintChange(seq=record.seq, session=event.session, taint=event.to,
+                                     declassify=True))
 
     def _change(self, change: TaintChange) -> None:
-        self.taints.update(rebuild([change]))
+        before = self.taints.get(change.session)
+        merged = rebuild([TaintChange(seq=before[1], session=change.session, taint=before[0]),
+                          change]) if before is not None else rebuild([change])
+        if change.session in merged:
+            self.taints[change.session] = merged[change.session]
 
 
 def rebuild_from_log(directory: Path) -> tuple[dict[str, tuple[Taint, int]], list[str],

@@ -274,14 +274,15 @@ class Ledger:
         now = self.taint_of(session)
         after = now.raised_by(label, untrusted) if ran else now
         seq = self.writer.next_seq
-        if ran:
+        changed = after != now
+        if changed:
             self._raise_to(session, after, seq)
         event = ResultRecord(
             call=U64(call_id), status=status, label=label,  # type: ignore[arg-type]
             untrusted=untrusted, state=after, output=output_digest(output) if ran else None,
         )
         await self.writer.append([event])
-        if ran:
+        if changed:
             self._durable(session, after, seq)
         return after
 

@@ -24,7 +24,7 @@ import attrs
 
 from ..proto._convert import U64, decode, encode
 from ..proto._errors import DecodeError
-from ..proto._taint import FAIL_CLOSED, Label, Taint
+from ..proto._taint import FAIL_CLOSED, NEW_SESSION, Label, Taint
 
 SESSION_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
 _MAX_STATE_FILE = 4096
@@ -165,17 +165,24 @@ class TaintChange:
     seq: int
     session: str
     taint: Taint
+    declassify: bool = False
+    """A declassify always sets the seq (the owner acted), even to the same taint."""
 
 
 def rebuild(changes: Iterable[TaintChange]) -> dict[str, tuple[Taint, int]]:
-    """Every session's taint (and the seq that last set it) from the log's changes.
+    """Every session's taint (and the seq that last changed it) from the log.
 
     A `result` record's `state` is the taint after the call; a `declassify`
-    record's `to` is the taint after it.  The last change of a session wins.
+    record's `to` is the taint after it.  A record that leaves the taint as it
+    was (a new session starts public and trusted) changes nothing, so a
+    session whose taint never moved has no entry, and the seq is that of the
+    record that last *changed* it, as the running ledger keeps it.
     """
     out: dict[str, tuple[Taint, int]] = {}
     for change in changes:
-        out[change.session] = (change.taint, change.seq)
+        before = out.get(change.session, (NEW_SESSION, 0))[0]
+        if change.taint != before or change.declassify:
+            out[change.session] = (change.taint, change.seq)
     return out
 
 

@@ -104,3 +104,14 @@ def test_write_failure_is_reported(tmp_path: Path) -> None:
         write_state(tmp_path / "missing-dir", "s1", PRIVATE, 1)
     with pytest.raises(ValueError):
         write_state(tmp_path, "../escape", PRIVATE, 1)
+
+
+def test_rebuild_keeps_the_seq_of_the_last_change() -> None:
+    public = Taint(label="public", untrusted=False)
+    changes = [
+        TaintChange(seq=2, session="a", taint=public),  # a new session is public already
+        TaintChange(seq=4, session="a", taint=PRIVATE),
+        TaintChange(seq=6, session="a", taint=PRIVATE),  # ran, changed nothing
+        TaintChange(seq=8, session="b", taint=public, declassify=True),
+    ]
+    assert rebuild(changes) == {"a": (PRIVATE, 4), "b": (public, 8)}
