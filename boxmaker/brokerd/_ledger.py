@@ -164,7 +164,11 @@ class Ledger:
             return entry
         state: SessionState | None = read_state(self.sessions_dir, session, head_seq=self.head_seq)
         if state is None:
-            return None
+            if session not in self._known:
+                return None
+            entry = _Session(taint=NEW_SESSION, seq=0, durable=None)  # seen, never raised
+            self._sessions[session] = entry
+            return entry
         if state.problem is not None:
             log.warning(
                 "session %s: state file %s (%s); using secret + untrusted. "

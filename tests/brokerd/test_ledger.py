@@ -199,3 +199,14 @@ async def test_unavailable_is_sticky_and_nothing_is_answered_as_recorded(tmp_pat
     with pytest.raises(AuditUnavailable):
         await decide(ledger, "ask")
     assert len(ledger.pending) == 0  # an ask that was not recorded never waits
+
+
+async def test_a_session_seen_in_the_log_exists(tmp_path: Path) -> None:
+    dir_fd = open_audit_dir(tmp_path / "audit")
+    writer = AuditWriter(dir_fd=dir_fd, lock_fd=lock_audit_dir(dir_fd), next_seq=0,
+                         prev=GENESIS_PREV, current_file=None, fsync=inline_fsync)
+    ledger = Ledger(writer=writer, sessions_dir=tmp_path / "sessions", taints={},
+                    known_sessions=["seen"], state_in_thread=False)
+    assert ledger.session_view("seen") == (NEW_SESSION, 0)
+    assert ledger.session_view("never") is None
+    await writer.aclose()
