@@ -240,6 +240,10 @@ class _Exchange:
             log.warning("%s: the client stopped sending its body", self.what)
             await self._answer_error(408, "timeout_error",
                                      "inferproxy: the request body stopped arriving")
+        except _BadRequest as exc:
+            log.info("%s: a bad request body: %s", self.what, escape_line(str(exc)))
+            await self._answer_error(400, "invalid_request_error",
+                                     "inferproxy: the request body is not valid HTTP/1.1")
 
     def _too_large_text(self) -> str:
         return (f"inferproxy: request bodies may have at most"

@@ -459,3 +459,16 @@ async def test_expect_100_continue_is_answered_by_the_proxy() -> None:
     assert answer.startswith(b"HTTP/1.1 100 ")
     assert b"HTTP/1.1 200 " in answer
     assert h.upstream.requests[0].header_values(b"expect") == []
+
+
+async def test_a_bad_chunked_body_is_400_and_upstream_closed() -> None:
+    with trio.fail_after(20):
+        async with running() as h:
+            answer = await raw_exchange(
+                h.path, b"POST /tokenize HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked"
+                b"\r\n\r\n" + chunk(b"ok") + b"zz\r\nnot hex\r\n")
+            await h.upstream.requests[0].peer_closed.wait()
+    head, body, _ = parse_response(answer)
+    assert head.status_code == 400
+    assert error_of(body)["type"] == "invalid_request_error"
+    assert h.upstream.requests[0].body == b"ok"
