@@ -17,6 +17,7 @@ import trio.testing
 from boxmaker.loopd._http import (
     Endpoint,
     HttpConnection,
+    InferenceProtocolError,
     InferenceTimeout,
     InferenceUnavailable,
     Timeouts,
@@ -138,3 +139,11 @@ def test_endpoint_from_url() -> None:
         with pytest.raises(ValueError):
             Endpoint.from_url(bad)
 
+
+
+async def test_fetch_refuses_a_body_over_its_limit(serve: Any) -> None:
+    _, endpoint = await serve({"props": {"total_slots": 8}})
+    with trio.fail_after(30), pytest.raises(InferenceProtocolError, match="larger than 1000"):
+        await fetch(endpoint, "GET", "/slots", max_body=1000)
+    with trio.fail_after(30):
+        assert (await fetch(endpoint, "GET", "/slots")).status == 200

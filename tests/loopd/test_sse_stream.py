@@ -95,8 +95,11 @@ async def test_each_event_is_delivered_before_the_next_chunk_is_sent(serve: Any,
     assert arrivals[:4] == [10, 10, 20, 30]
 
 
-async def test_midstream_error_event_is_raised_after_earlier_events(serve: Any) -> None:
-    _, endpoint = await serve({"turns": [{"replay": "chat-stream-toolcall-error.http"}]})
+@pytest.mark.parametrize("split", ["chunks", "whole", "bytes"])
+async def test_midstream_error_event_is_raised_after_earlier_events(serve: Any,
+                                                                    split: str) -> None:
+    _, endpoint = await serve({"turns": [{"replay": "chat-stream-toolcall-error.http",
+                                          "split": split}]})
     events = []
     with trio.fail_after(30), pytest.raises(InferenceStreamError) as info:
         async with open_sse(endpoint, CHAT, BODY, timeouts=LONG) as stream:
@@ -280,3 +283,21 @@ async def test_cancelling_closes_the_connection(serve: Any, autojump_clock: Any)
     assert trio.current_time() < 20
 
 
+
+
+async def test_done_and_error_found_among_plain_events_of_one_read(serve: Any) -> None:
+    # several events in one chunk: the fast path must still see [DONE] and errors
+    _, endpoint = await serve({"turns": [{"steps": [{"events": [
+        {"text": "a"}, {"text": "b"}, {"raw": "data: [DONE]\n\n"}, {"text": "never"}]}],
+        "done": False}]})
+    with trio.fail_after(30):
+        events = await collect(endpoint)
+    assert [json.loads(e.data or "")["choices"][0]["delta"]["content"] for e in events] == [
+        "a", "b"]
+
+
+async def test_error_found_among_plain_events_of_one_read(serve: Any) -> None:
+    _, endpoint = await serve({"turns": [{"steps": [{"events": [
+        {"text": "a"}, {"raw": 'data: {"error": {"code": 500, "message": "m"}}\n\n'}]}]}]})
+    with trio.fail_after(30), pytest.raises(InferenceStreamError):
+        await collect(endpoint)
