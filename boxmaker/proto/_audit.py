@@ -395,6 +395,10 @@ _dump_line = _make_dump()
 _scan_once: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(
     json.JSONDecoder()  # type: ignore[arg-type]
 )
+dump_json = _dump_line
+"""Compact ASCII JSON text of a value (raises ValueError for NaN/Infinity)."""
+scan_json = _scan_once
+"""The C JSON scanner: (text, index) -> (value, end); not strict on its own."""
 
 
 def record_to_json(record: Record) -> dict[str, Any]:
@@ -474,30 +478,6 @@ def _parse_fast(line: bytes) -> Record:
     return Record(seq=seq, ts=ts, prev=prev, event=event)
 
 
-RawRecord = tuple[int, str, str, dict[str, Any]]
-"""(seq, prev, event key, the event's JSON) of a line that is a valid record."""
-
-
-def check_record_line(line: bytes) -> RawRecord:
-    """Check a line exactly as `parse_record` does, without building the record.
-
-    For the verifier's hot path; raises `RecordJsonError` or `RecordSchemaError`.
-    """
-    if line.endswith(b"\n"):
-        line = line[:-1]
-    try:
-        seq, _ts, prev, key, payload = _top_fast(line)
-        _CHECK_EVENT[key](payload)
-        if _event_problem(key, payload) is None:
-            return seq, prev, key, payload
-    except (_Slow, Mismatch, KeyError, ValueError, StopIteration, RecursionError):
-        pass
-    record = _parse_strict(line)
-    return record.seq, record.prev, event_key(record.event), record_to_json(record)[
-        event_key(record.event)
-    ]
-
-
 def _parse_strict(line: bytes) -> Record:
     """Every rule, one at a time, with a message that says which failed."""
     # Step 1: strict JSON (UTF-8, no duplicate keys, depth, no NaN, surrogates).
@@ -548,7 +528,7 @@ def _parse_strict(line: bytes) -> Record:
     return Record(seq=seq, ts=ts, prev=prev, event=event)
 
 
-def _canonical_within(value: Any, depth: int) -> bool:
+def canonical_within(value: Any, depth: int) -> bool:
     """Keys sorted at every depth, and no deeper than MAX_DEPTH."""
     if depth > MAX_DEPTH:
         return False
@@ -561,7 +541,7 @@ def _canonical_within(value: Any, depth: int) -> bool:
         items = value
     for item in items:
         kind = type(item)
-        if (kind is dict or kind is list) and not _canonical_within(item, depth + 1):
+        if (kind is dict or kind is list) and not canonical_within(item, depth + 1):
             return False
     return True
 
@@ -580,7 +560,7 @@ def _event_problem(key: str, payload: dict[str, Any]) -> tuple[str, str] | None:
             return ("session", "expected a session name [a-z0-9][a-z0-9-]{0,63}")
         if len(payload["tool"]) > 1024:
             return ("tool", "a tool name has at most 1024 characters")
-        if not _canonical_within(payload["args"], _ARGS_DEPTH):
+        if not canonical_within(payload["args"], _ARGS_DEPTH):
             return ("args", "the arguments are not in canonical form (keys sorted)")
     elif key == "decision":
         ask = payload["outcome"].get("ask")
@@ -609,7 +589,4 @@ _TAGGED_UNIONS: dict[Any, dict[str, type[Any]]] = {
 }
 _FAST_EVENT = compile_checkers(
     EVENT_TYPES, tagged=_TAGGED_UNIONS, json_names={(Declassify, "from_"): "from"}
-)
-_CHECK_EVENT = compile_checkers(
-    EVENT_TYPES, tagged=_TAGGED_UNIONS, json_names={(Declassify, "from_"): "from"}, build=False
 )

@@ -54,17 +54,16 @@ from ._audit import (
     Record,
     RecordJsonError,
     Recovery,
-    check_record_line,
     is_day_file_name,
     parse_record,
 )
+from ._audit_scan import LineFacts, check_record_line
 from ._convert import U64, register_unstructure_hook
 from ._errors import DecodeError
 
 ReportKind = FailureKind | Literal["head_mismatch"]
 
-_REFERRING = frozenset({"decision", "approval", "result"})
-"""Events whose `call` must name an earlier call record."""
+
 
 
 @attrs.frozen(kw_only=True)
@@ -225,26 +224,11 @@ register_unstructure_hook(Failure, _failure_json)
 class _Line:
     """A line waiting for the next one before it is judged."""
 
-    __slots__ = (
-        "before_hash",
-        "content",
-        "error",
-        "file",
-        "hash",
-        "key",
-        "line",
-        "newline",
-        "payload",
-        "position",
-        "prev",
-        "recovery_problem",
-        "seq",
-    )
+    __slots__ = ("before_hash", "content", "error", "facts", "file", "hash", "line", "newline",
+                 "position", "recovery_problem")
 
-    def __init__(
-        self, file: str, line: int, position: int, content: bytes, *, newline: bool,
-        line_hash: str, before_hash: str,
-    ) -> None:
+    def __init__(self, file: str, line: int, position: int, content: bytes, newline: bool,
+                 line_hash: str, before_hash: str) -> None:
         self.file = file
         self.line = line
         self.position = position  # 1-based across all files
@@ -252,16 +236,17 @@ class _Line:
         self.newline = newline
         self.hash = line_hash
         self.before_hash = before_hash  # of the line just before, whatever it is
-        # When the line is a valid record: its seq, prev, event key and JSON.
-        self.seq = -1
-        self.prev = ""
-        self.key: str | None = None
-        self.payload: dict[str, Any] = {}
+        self.facts: LineFacts | None = None  # when the line is a valid record
         self.error: DecodeError | None = None
         self.recovery_problem: str | None = None
 
+    @property
+    def seq(self) -> int:
+        assert self.facts is not None
+        return self.facts.seq
+
     def record(self) -> Record:
-        """The record, built on demand (a line whose key is set)."""
+        """The record, built on demand (a line that is a valid record)."""
         return parse_record(self.content)
 
 
@@ -366,17 +351,18 @@ class ChainVerifier:
         self._line += 1
         self._position += 1
         digest = sha256(content).hexdigest()
-        entry = _Line(file, self._line, self._position, content, newline=newline,
-                      line_hash=digest, before_hash=self._last_line_hash)
+        entry = _Line(file, self._line, self._position, content, newline, digest,
+                      self._last_line_hash)
         self._last_line_hash = digest
         # Step 2 (parse) happens on arrival: whether this is a recovery decides
         # how the line before it is judged.
         try:
-            entry.seq, entry.prev, entry.key, entry.payload = check_record_line(content)
+            facts = entry.facts = check_record_line(content)
         except DecodeError as exc:
             entry.error = exc
+            facts = None
         pending = self._pending
-        if entry.key == "recovery":
+        if facts is not None and facts.key == "recovery":
             # Step 6: a recovery describes exactly the line before it.
             event = entry.record().event
             assert type(event) is Recovery
@@ -432,15 +418,15 @@ class ChainVerifier:
             self._broken = True
             return
         # Step 2: parse (done on arrival).
-        key = entry.key
-        if key is None:
+        facts = entry.facts
+        if facts is None:
             error = entry.error
             assert error is not None
             kind: ReportKind = "bad_json" if isinstance(error, RecordJsonError) else "bad_record"
             self._fail(kind, entry, None, str(error))
             self._broken = True
             return
-        seq = entry.seq
+        seq, prev, key, call, lets_run = facts
         failed = False
         if entry.recovery_problem is not None:
             self._fail("bad_recovery", entry, seq, entry.recovery_problem)
@@ -457,17 +443,19 @@ class ChainVerifier:
             else:
                 head = self._head
                 want_prev = head.hash if head is not None else GENESIS_PREV
-                if entry.prev != want_prev:
+                if prev != want_prev:
                     self._fail("hash_mismatch", entry, seq,
-                               f"expected prev {want_prev}, found {entry.prev}",
-                               expected=want_prev, found=entry.prev)
+                               f"expected prev {want_prev}, found {prev}",
+                               expected=want_prev, found=prev)
                     failed = True
         # Step 5: references.
-        if key in _REFERRING:
-            payload = entry.payload
-            call = payload["call"]
+        if call is not None:
             if call in self._calls:
-                self._track_call(key, payload)
+                # Calls let run with no result yet (unfinished_calls).
+                if key == "result":
+                    self._running.discard(call)
+                elif lets_run:
+                    self._running.add(call)
             elif not failed:
                 self._fail("bad_reference", entry, seq,
                            f"expected call {call} to name an earlier call record, found none")
@@ -489,18 +477,6 @@ class ChainVerifier:
             self._expect_found = entry
         if self._on_record is not None:
             self._on_record(entry.record())
-
-    def _track_call(self, key: str, payload: dict[str, Any]) -> None:
-        """Calls that were let run and have no result yet (unfinished_calls)."""
-        if key == "result":
-            self._running.discard(payload["call"])
-        elif key == "decision":
-            if "allowed" in payload["outcome"]:
-                self._running.add(payload["call"])
-        elif payload["verdict"] == "approved":
-            redecision = payload["redecision"]
-            if redecision is not None and "allowed" in redecision["outcome"]:
-                self._running.add(payload["call"])
 
     def _recovery_problem(self, event: Recovery, entry: _Line, before: _Line | None) -> str | None:
         # Step 6: the recovery and the torn line it describes.
@@ -543,8 +519,8 @@ class ChainVerifier:
                 problem = f"expected failures {len(open_failures)}, found {event.failures}"
             elif seq != want_seq:
                 problem = f"expected seq {want_seq}, found {seq}"
-            elif entry.prev != entry.before_hash:
-                problem = f"expected prev {entry.before_hash}, found {entry.prev}"
+            elif entry.facts is not None and entry.facts.prev != entry.before_hash:
+                problem = f"expected prev {entry.before_hash}, found {entry.facts.prev}"
         if problem is not None:
             self._fail("bad_break", entry, seq, problem)
             return True

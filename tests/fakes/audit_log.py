@@ -15,10 +15,13 @@ from typing import Any
 
 from boxmaker.proto._audit import (
     GENESIS_PREV,
+    ApprovalRecord,
     Break,
     BreakFirst,
     Call,
     DecisionRecord,
+    Declassify,
+    GrantsChanged,
     GrantsSummary,
     OutcomeAllowed,
     OutcomeAsk,
@@ -27,6 +30,7 @@ from boxmaker.proto._audit import (
     Peer,
     Record,
     Recovery,
+    Redecision,
     ResultRecord,
     Start,
     Stop,
@@ -200,3 +204,46 @@ def verify_data(data: dict[str, bytes], *, expect_head: tuple[int, str] | None =
             verifier.feed_line(last)
         verifier.end_file()
     return verifier.finish()
+
+
+# -- one record of every shape -------------------------------------------------
+
+SECRET = Taint(label="secret", untrusted=True)
+TS = "2026-11-29T07:00:00.000000Z"
+HEX = "9f" * 32
+
+
+def one_of_each() -> list[Any]:
+    return [
+        Start(version="0.1.0", pid=4242, grants=GrantsSummary(ok=True, count=3, digest=HEX)),
+        Stop(reason="SIGTERM"),
+        GrantsChanged(ok=False, count=2, digest=HEX, problem_count=1),
+        Call(session="c-1", tool="http_fetch", args={"url": "https://x/", "method": "GET"},
+             peer=Peer(uid=1000, pid=77)),
+        DecisionRecord(call=3, outcome=OutcomeAllowed(), grant="g", state=PUBLIC,
+                       grants_digest=HEX),
+        DecisionRecord(call=3, outcome=OutcomeAsk(approval_id=482913, expires_at=TS),
+                       grant="g", state=PUBLIC, grants_digest=HEX),
+        DecisionRecord(call=3, outcome=OutcomeDenied(code="no_grant", reason="none"),
+                       grant=None, state=SECRET, grants_digest=HEX),
+        ApprovalRecord(call=3, approval_id=482913, verdict="approved", by=1000, reason=None,
+                       redecision=Redecision(outcome=OutcomeAllowed(), grant="g", state=PUBLIC)),
+        ApprovalRecord(call=3, approval_id=482913, verdict="refused", by=1000, reason="no",
+                       redecision=None),
+        ApprovalRecord(call=3, approval_id=482913, verdict="expired", by=None, reason=None,
+                       redecision=None),
+        ResultRecord(call=3, status="ok", label="private", untrusted=False, state=PUBLIC,
+                     output=OutputDigest(sha256=HEX, bytes=812)),
+        ResultRecord(call=3, status="runner_unavailable", label="public", untrusted=False,
+                     state=PUBLIC, output=None),
+        Declassify(session="c-1", from_=SECRET, to=PUBLIC, by=1000, reason="checked"),
+        Recovery(file="2026-11-29.jsonl", line=14, bytes=37, sha256=HEX),
+        Break(first=BreakFirst(file="2026-11-28.jsonl", line=77, kind="hash_mismatch"),
+              failures=1, by=1000),
+    ]
+
+
+def line_of(event: Any, **top: Any) -> bytes:
+    """The line of `event` as record 1 (or the given seq, ts, prev)."""
+    return encode_record(Record(seq=top.get("seq", 1), ts=top.get("ts", TS),
+                                prev=top.get("prev", HEX), event=event))
