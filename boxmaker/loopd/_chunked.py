@@ -135,6 +135,7 @@ class ChunkedDecoder:
                 if eol == pos:
                     pos += 2
                     state = _DONE
+                    break  # like h11: what follows the body is not read
                 else:
                     if b":" not in buf[pos:eol]:
                         raise ChunkedError("a trailer line is not a header field")
