@@ -132,6 +132,16 @@ class ToolCall:
 
 
 @attrs.frozen(kw_only=True)
+class PartialToolCall:
+    """A tool call of an answer that did not finish: what had arrived."""
+
+    index: int
+    id: str | None
+    name: str | None
+    arguments: str
+
+
+@attrs.frozen(kw_only=True)
 class ChatResult:
     text: str
     tool_calls: tuple[ToolCall, ...]
@@ -353,6 +363,13 @@ class ChatAssembler:
     def text(self) -> str:
         """The text received so far (kept when an answer is interrupted)."""
         return "".join(self._text)
+
+    def partial_tool_calls(self) -> tuple[PartialToolCall, ...]:
+        """The tool calls received so far, by index, as they stand (maybe cut short)."""
+        return tuple(
+            PartialToolCall(index=i, id=c.id, name=c.name, arguments="".join(c.arguments))
+            for i, c in sorted(self._calls.items())
+        )
 
     def add(self, delta: ChatDelta) -> None:
         if isinstance(delta, TextDelta):

@@ -205,7 +205,11 @@ async def test_midstream_error_keeps_what_came(start: Start) -> None:
             async for _ in stream:
                 pass
     assert info.value.error is not None and info.value.error["code"] == 500
-    assert stream.assembler.result  # the partial answer is still there
+    [partial] = stream.assembler.partial_tool_calls()  # what came is still there
+    assert (partial.index, partial.id, partial.name) == (
+        0, "UHR429esq3IbVgYFKr8uIkYkLUxNfL1j", "read_file")
+    assert partial.arguments.startswith('{"path": "/home/me/no_notes/todo.md", "type"')
+    assert partial.arguments.endswith('"required": ["path')
     assert stream.assembler.text == ""
 
 
