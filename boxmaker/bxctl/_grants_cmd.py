@@ -195,7 +195,7 @@ def brokerd_protected_paths(config_path: Path | None) -> list[str]:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the decision as JSON.")
 @pass_app
-def explain(  # noqa: PLR0917 - one parameter per option
+def explain(
     app: App,
     tool: str,
     args_text: str,
