@@ -97,7 +97,9 @@ def grant_digest(files: Iterable[GrantFile]) -> str:
 
 def _q(value: object) -> str:
     """Quote a value from a grant file for a message (JSON, ASCII, bounded)."""
-    text = json.dumps(value, ensure_ascii=True, default=str)
+    if not isinstance(value, (str, int, float)):
+        return f"({_type_word(value)})"
+    text = json.dumps(value, ensure_ascii=True)
     return text if len(text) <= 200 else text[:197] + "..."
 
 
@@ -338,6 +340,8 @@ def _check_file(item: GrantFile) -> tuple[list[Grant], list[GrantProblem], list[
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         return whole(f"not valid TOML: {exc}")
+    except RecursionError:
+        return whole("not valid TOML here: values nested too deeply")
     for key in data:
         if key != "grant":
             problems.append(

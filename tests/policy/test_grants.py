@@ -222,3 +222,19 @@ def test_arbitrary_tables_never_crash(tables: list[dict[str, Any]]) -> None:
 def test_arbitrary_bytes_never_crash(content: bytes | str) -> None:
     state = parse_grant_texts({"a.toml": content})
     assert state.report.ok == (not state.report.problems)
+
+
+def test_deeply_nested_values_are_g1_not_a_crash() -> None:
+    for depth in (1000, 100_000):
+        state = parse_grant_texts({"a.toml": "x = " + "[" * depth + "]" * depth})
+        (problem,) = state.report.problems
+        assert problem.rule == "G1" and "nested too deeply" in problem.message
+
+
+def test_values_that_are_not_text_are_not_quoted() -> None:
+    state = parse_grant_texts({"a.toml": '[[grant]]\nid = "a"\ntool = [[1]]\nmode = {a = 1}\n'})
+    messages = [p.message for p in state.report.problems]
+    assert messages == [
+        "unknown tool (an array); tools are read_file, list_dir, write_file, http_fetch, echo",
+        "mode (a table) is not one of allow, ask, deny",
+    ]
