@@ -113,6 +113,10 @@ class InferenceProtocolError(InferenceError):
     """The server's bytes are not the HTTP, SSE or JSON expected."""
 
 
+class BodyTooLarge(InferenceProtocolError):
+    """A body longer than the reader's limit."""
+
+
 def shown(text: str, limit: int = _SHOWN_TEXT) -> str:
     """Server text made safe for a terminal or a log line: escaped, truncated."""
     if len(text) > limit:
@@ -450,7 +454,7 @@ class HttpConnection:
                 return b"".join(parts)
             size += len(data)
             if size > limit:
-                raise InferenceProtocolError(
+                raise BodyTooLarge(
                     f"the inference server at {self._endpoint} sent a body larger than"
                     f" {limit} bytes docs/runbook.md#inference-unavailable"
                 )
@@ -491,29 +495,27 @@ def http_error(endpoint: Endpoint, head: ResponseHead, body: bytes) -> Inference
     )
 
 
+def _error_too_large(endpoint: Endpoint, head: ResponseHead,
+                     length: int | None) -> InferenceHTTPError:
+    size = f"of {length} bytes, more than" if length is not None else "larger than"
+    return InferenceHTTPError(
+        f"the inference server at {endpoint} answered {head.status} with an error body"
+        f" {size} the {MAX_ERROR_BODY} bytes read docs/runbook.md#inference-unavailable",
+        status=head.status,
+        error=None,
+        text="",
+    )
+
+
 async def read_error(conn: HttpConnection, head: ResponseHead) -> InferenceHTTPError:
     """Read a non-200 answer's body (at most MAX_ERROR_BODY) into its error."""
     length = _content_length(head)
     if length is not None and length > MAX_ERROR_BODY:
-        return InferenceHTTPError(
-            f"the inference server at {conn.endpoint} answered {head.status} with an error"
-            f" body of {length} bytes, more than the {MAX_ERROR_BODY} read"
-            " docs/runbook.md#inference-unavailable",
-            status=head.status,
-            error=None,
-            text="",
-        )
+        return _error_too_large(conn.endpoint, head, length)
     try:
         body = await conn.read_body(MAX_ERROR_BODY)
-    except InferenceProtocolError as exc:
-        return InferenceHTTPError(
-            f"the inference server at {conn.endpoint} answered {head.status} with an error"
-            f" body larger than the {MAX_ERROR_BODY} bytes read"
-            " docs/runbook.md#inference-unavailable",
-            status=head.status,
-            error=None,
-            text=exc.message,
-        )
+    except BodyTooLarge:
+        return _error_too_large(conn.endpoint, head, None)
     return http_error(conn.endpoint, head, body)
 
 
@@ -567,14 +569,16 @@ async def fetch(
                 headers.append(("Content-Type", content_type))
             await conn.send_request(method, target, headers=headers, body=body)
             head = await conn.receive_head()
-            if head.status != 200:
+            if head.status == 200:
+                data = await conn.read_body(max_body)
+            else:
                 length = _content_length(head)
                 if length is not None and length > MAX_ERROR_BODY:
-                    raise await read_error(conn, head)
-                limit = MAX_ERROR_BODY
-            else:
-                limit = max_body
-            data = await conn.read_body(limit)
+                    raise _error_too_large(conn.endpoint, head, length)
+                try:
+                    data = await conn.read_body(MAX_ERROR_BODY)
+                except BodyTooLarge as exc:
+                    raise _error_too_large(conn.endpoint, head, None) from exc
             return HttpResponse(head=head, body=data)
     assert scope.cancelled_caught
     raise timeout_error(endpoint, "total", timeout_s)

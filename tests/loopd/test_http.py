@@ -15,8 +15,10 @@ import trio
 import trio.testing
 
 from boxmaker.loopd._http import (
+    MAX_ERROR_BODY,
     Endpoint,
     HttpConnection,
+    InferenceHTTPError,
     InferenceProtocolError,
     InferenceTimeout,
     InferenceUnavailable,
@@ -147,3 +149,13 @@ async def test_fetch_refuses_a_body_over_its_limit(serve: Any) -> None:
         await fetch(endpoint, "GET", "/slots", max_body=1000)
     with trio.fail_after(30):
         assert (await fetch(endpoint, "GET", "/slots")).status == 200
+
+
+async def test_fetch_error_body_over_the_limit(serve: Any) -> None:
+    _, endpoint = await serve({"turns": [
+        {"status": 500, "body": "e" * (MAX_ERROR_BODY + 1), "content_type": "text/plain"},
+        {"head": "HTTP/1.1 502 Bad Gateway\r\nTransfer-Encoding: chunked\r\n\r\n",
+         "steps": [{"raw": "e" * 40000}, {"raw": "e" * 40000}], "done": False}]})
+    for match in ["more than the 65536", "larger than the 65536"]:
+        with trio.fail_after(30), pytest.raises(InferenceHTTPError, match=match):
+            await fetch(endpoint, "POST", "/v1/chat/completions", body=b"{}")
