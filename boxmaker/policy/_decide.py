@@ -78,10 +78,22 @@ def _matches(tool: str, parsed: ParsedArgs, grants: GrantSet) -> list[_Match]:
     if tool in FILE_TOOLS:
         path = parsed.path
         assert path is not None
-        prefixes = [path[:at] for at in range(1, len(path)) if path[at] == "/"]
-        prefixes.append(path)
-        for prefix in prefixes:
-            for grant, entry in grants.by_path.get((tool, prefix), ()):
+        # A grant path can only be a prefix that ends at a component boundary and has
+        # the length of some grant path of this tool: look up only those prefixes.
+        lengths = grants.path_lengths.get(tool, ())
+        size = len(path)
+        if len(lengths) <= path.count("/"):
+            cuts = [n for n in lengths if n == size or (n < size and path[n] == "/")]
+        else:
+            wanted = frozenset(lengths)
+            cuts = [size] if size in wanted else []
+            at = path.find("/", 1)
+            while at != -1:
+                if at in wanted:
+                    cuts.append(at)
+                at = path.find("/", at + 1)
+        for cut in cuts:
+            for grant, entry in grants.by_path.get((tool, path[:cut]), ()):
                 offer(grant, entry, (len(entry),))
     elif tool == "http_fetch":
         url = parsed.url

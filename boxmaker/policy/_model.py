@@ -103,6 +103,14 @@ def _index_paths(grants: tuple[Grant, ...]) -> dict[tuple[str, str], tuple[tuple
     return {key: tuple(items) for key, items in index.items()}
 
 
+def _path_lengths(grants: tuple[Grant, ...]) -> dict[str, tuple[int, ...]]:
+    lengths: dict[str, set[int]] = {}
+    for grant in grants:
+        for path in grant.paths:
+            lengths.setdefault(grant.tool, set()).add(len(path))
+    return {tool: tuple(sorted(items)) for tool, items in lengths.items()}
+
+
 def _index_hosts(
     grants: tuple[Grant, ...],
 ) -> dict[tuple[bool, str], tuple[tuple[Grant, HostPattern], ...]]:
@@ -124,6 +132,8 @@ class GrantSet:
         eq=False, repr=False
     )
     """(tool, grant path) -> the grants with that path."""
+    path_lengths: dict[str, tuple[int, ...]] = attrs.field(eq=False, repr=False)
+    """tool -> the distinct lengths of its grant paths, ascending."""
     by_host: dict[tuple[bool, str], tuple[tuple[Grant, HostPattern], ...]] = attrs.field(
         eq=False, repr=False
     )
@@ -137,6 +147,7 @@ class GrantSet:
             digest=digest,
             by_tool=_index_by_tool(items),
             by_path=_index_paths(items),
+            path_lengths=_path_lengths(items),
             by_host=_index_hosts(items),
         )
 

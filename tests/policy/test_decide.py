@@ -460,3 +460,19 @@ def test_redecide_untrusted_escalation_to_deny() -> None:
     assert isinstance(result, Ask)
     again = redecide(result, UNTRUSTED, state, NO_PROTECTED_PATHS)
     assert again.code == "changed" and "untrusted" in again.reason
+
+
+def test_path_lookup_with_many_or_few_grant_path_lengths() -> None:
+    # more distinct grant path lengths than components in the request, and the reverse
+    many = grants(*(g(f"p{n}", "read_file", "allow", paths=["/" + "x" * n]) for n in range(1, 30)),
+                  g("deep", "read_file", "allow", paths=["/xx/y"]))
+    assert run(*read("/xx/y/z"), PUBLIC, many).grant == "deep"
+    assert run(*read("/xxx"), PUBLIC, many).grant == "p3"
+    assert outcome(run(*read("/xxxy"), PUBLIC, many)) == "no_grant"
+    few = grants(g("top", "read_file", "allow", paths=["/a"]),
+                 g("mid", "read_file", "allow", paths=["/a/b/c"]))
+    deep = "/a/b/c" + "/d" * 50
+    assert (run(*read(deep), PUBLIC, few).grant, run(*read("/a/b"), PUBLIC, few).grant) == (
+        "mid", "top")
+    assert outcome(run(*read("/a/b/cd"), PUBLIC, few)) == "allowed"
+    assert run(*read("/a/b/cd"), PUBLIC, few).grant == "top"
