@@ -28,13 +28,14 @@ The script (JSON; every key optional)::
                 "n_ctx": 262144,         #   values put in (n_ctx is per slot:
                 "supports_tool_calls": true},  # default_generation_settings.n_ctx)
       "props_raw": {...},                # or: exactly this JSON value for /props
-      "turns": [TURN, ...]               # POST /v1/chat/completions answers, in order
+      "turns": [TURN, ...],              # POST /v1/chat/completions answers, in order
+      "default_turn": TURN               # the answer once the turns are used up
     }
 
 GET /slots lists total_slots slots; POST /slots/N?action=save|restore|erase
 with {"filename": F} answers like the captures (N wraps modulo total_slots;
 restoring a file never saved is the captured 400).  Anything else is 404.
-A chat request with no turn left gets a 500 error.
+A chat request with no turn left (and no default_turn) gets a 500 error.
 
 A TURN is one of::
 
@@ -410,12 +411,15 @@ class FakeLlamaServer:
 
     async def _chat(self, stream: trio.SocketStream) -> None:
         turns = self.script.get("turns", [])
-        if self._turn >= len(turns):
+        if self._turn < len(turns):
+            turn = turns[self._turn]
+            self._turn += 1
+        elif "default_turn" in self.script:
+            turn = self.script["default_turn"]
+        else:
             await stream.send_all(json_answer(500, {"error": {
                 "code": 500, "message": "fake: no scripted turn left", "type": "server_error"}}))
             return
-        turn = turns[self._turn]
-        self._turn += 1
         if "status" in turn:
             value = turn.get("body", {"error": {"code": turn["status"], "message": "scripted",
                                                 "type": "server_error"}})

@@ -290,3 +290,10 @@ async def test_slot_save_restore_erase(start: Start) -> None:
                        "/slots/0?action=restore", "/slots/7?action=save",
                        "/slots/1?action=erase"]
     assert json.loads(fake.requests[1].body) == {"filename": "conv-a.bin"}
+
+
+async def test_fake_default_turn_after_the_scripted_ones(start: Start) -> None:
+    _, client = await start({"turns": [{"steps": [{"text": "one"}, {"finish": "stop"}]}],
+                             "default_turn": {"steps": [{"text": "again"}, {"finish": "stop"}]}})
+    texts = [(await run_chat(client))[1].text for _ in range(3)]
+    assert texts == ["one", "again", "again"]
