@@ -365,3 +365,17 @@ async def test_more_output_than_the_cap_is_tool_failed_not_cut(
         done = await runtime._execute(argv, name, b"")
     assert done.too_large
     assert len(done.stdout) == 4096
+
+
+async def test_a_tool_that_never_stops_writing_is_stopped_at_the_cap(
+    settings: PodmanSettings, home: Path
+) -> None:
+    runtime = await started(attrs.evolve(settings, output_max_bytes=4096, timeout_ms=60_000), home)
+    name = container_name(instance_id(home), 78)
+    code = "import sys\nwhile True: sys.stdout.write('x' * 65536)"
+    argv = runtime.argv(name=name, mounts=[], command=["python3", "-c", code])
+    began = time.monotonic()
+    with trio.fail_after(30):
+        done = await runtime._execute(argv, name, b"")
+    assert done.too_large and not done.timed_out
+    assert time.monotonic() - began < 20  # stopped at the cap, not at the time limit

@@ -225,16 +225,27 @@ class _Exit:
     timed_out: bool
 
 
-async def _read_capped(stream: trio.abc.ReceiveStream, keep: int) -> tuple[bytes, bool]:
-    """Up to `keep` bytes, and whether more came (the rest is read and dropped)."""
+async def _read_capped(
+    stream: trio.abc.ReceiveStream, keep: int, *, stop_early: bool = False
+) -> tuple[bytes, bool]:
+    """Up to `keep` bytes, and whether more came.  The rest is read and dropped,
+    or, with `stop_early`, left unread (the caller then kills the writer)."""
     buf = bytearray()
     more = False
     while chunk := await stream.receive_some(65536):
         room = keep - len(buf)
         if len(chunk) > room:
             more = True
+            if stop_early:
+                buf += chunk[: max(room, 0)]
+                break
         buf += chunk[: max(room, 0)]
     return bytes(buf), more
+
+
+async def _drain(stream: trio.abc.ReceiveStream) -> None:
+    while await stream.receive_some(65536):
+        pass
 
 
 class PodmanRuntime:
@@ -470,10 +481,11 @@ class PodmanRuntime:
                 async def collect_out() -> None:
                     nonlocal stdout, too_large
                     assert process.stdout
-                    stdout, too_large = await _read_capped(process.stdout, cap)
+                    stdout, too_large = await _read_capped(process.stdout, cap, stop_early=True)
                     if too_large:
                         # Not waiting for a tool that keeps writing.
                         await self._kill(name)
+                        await _drain(process.stdout)
 
                 async def collect_err() -> None:
                     nonlocal stderr
