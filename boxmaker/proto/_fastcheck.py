@@ -33,9 +33,7 @@ class _Source:
         self,
         tagged: dict[Any, dict[str, type[Any]]],
         json_names: dict[tuple[type[Any], str], str],
-        build: bool,
     ) -> None:
-        self.build = build
         self.tagged = tagged
         self.json_names = json_names
         self.namespace: dict[str, Any] = {"Mismatch": Mismatch, "U64_MAX": U64_MAX}
@@ -64,11 +62,8 @@ class _Source:
             json_name = self.json_names.get((cls, field.name), field.name)
             body.append(f"    x{index} = v[{json_name!r}]")
             body.extend("    " + line for line in self.test(f"x{index}", hints[field.name]))
-        if self.build:
-            args = ", ".join(f"{field.name}=x{index}" for index, field in enumerate(fields))
-            body.append(f"    return {self.name_of(cls, 'cls')}({args})")
-        else:
-            body.append("    return v")
+        args = ", ".join(f"{field.name}=x{index}" for index, field in enumerate(fields))
+        body.append(f"    return {self.name_of(cls, 'cls')}({args})")
         self.lines.extend([*body, ""])
         return fname
 
@@ -90,8 +85,7 @@ class _Source:
                 f"if type({var}) is not dict or len({var}) != 1:",
                 "    raise Mismatch",
                 f"(({var}_tag, {var}_inner),) = {var}.items()",
-                f"{table}[{var}_tag]({var}_inner)" if not self.build
-                else f"{var} = {table}[{var}_tag]({var}_inner)",
+                f"{var} = {table}[{var}_tag]({var}_inner)",
             ]
         origin = get_origin(tp)
         if origin is Literal:
@@ -106,8 +100,6 @@ class _Source:
                 raise TypeError(f"only X | None is supported, not {tp!r}")
             return [f"if {var} is not None:", *("    " + x for x in self.test(var, members[0]))]
         if attrs.has(tp):
-            if not self.build:
-                return [f"{self.function_for(tp)}({var})"]
             return [f"{var} = {self.function_for(tp)}({var})"]
         raise TypeError(f"no fast check for {tp!r}")  # pragma: no cover - our own bug
 
@@ -117,15 +109,13 @@ def compile_checkers(
     *,
     tagged: dict[Any, dict[str, type[Any]]],
     json_names: dict[tuple[type[Any], str], str],
-    build: bool = True,
 ) -> dict[str, Check]:
     """One checker per entry of `types`.
 
     `tagged` maps each externally tagged union type to its tags; `json_names`
-    maps (class, field name) to the JSON key where they differ.  With
-    `build` false a checker only checks, and returns the value it was given.
+    maps (class, field name) to the JSON key where they differ.
     """
-    source = _Source(tagged, json_names, build)
+    source = _Source(tagged, json_names)
     names = {key: source.function_for(cls) for key, cls in types.items()}
     namespace = source.namespace
     exec("\n".join(source.lines), namespace)
