@@ -73,6 +73,7 @@ class ServeHandle:
     daemon: Daemon
     broker_socket: str
     admin_socket: str
+    listeners: tuple[trio.socket.SocketType, ...] = ()
     _stop: trio.Event = attrs.field(factory=trio.Event)
     stop_reason: str = "shutdown"
 
@@ -246,7 +247,8 @@ async def _serve_with_log(
     broker_sock = trio.socket.from_stdlib_socket(broker_std)
     admin_sock = trio.socket.from_stdlib_socket(admin_std)
     handle = ServeHandle(daemon=daemon, broker_socket=os.fsdecode(config.broker_socket),
-                         admin_socket=os.fsdecode(config.admin_socket))
+                         admin_socket=os.fsdecode(config.admin_socket),
+                         listeners=(broker_sock, admin_sock))
     lost: ListenerLost | None = None
     signals_cm: Any = (
         trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) if handle_signals

@@ -207,6 +207,8 @@ async def accept_loop(
     while True:
         try:
             conn, _ = await listener.accept()
+        except trio.ClosedResourceError as exc:
+            raise ListenerLost(f"the {name} listener was closed") from exc
         except OSError as exc:
             if exc.errno in CAPACITY_ERRNOS:
                 log.warning("%s listener paused for %.2f s: %s", name, backoff,

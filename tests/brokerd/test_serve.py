@@ -231,3 +231,18 @@ async def test_podman_missing_is_runner_unavailable(nursery: trio.Nursery) -> No
         handle_.stop()
     finally:
         home.cleanup()
+
+
+async def test_a_lost_listener_stops_brokerd(home: Home) -> None:
+    from boxmaker.brokerd._sockets import ListenerLost
+
+    lost: list[BaseException] = []
+    try:
+        async with trio.open_nursery() as nursery:
+            handle = await started(nursery, home)
+            # Something other than running out of descriptors: the listener is closed.
+            handle.listeners[0].close()
+    except* ListenerLost as group:
+        lost.extend(group.exceptions)
+    assert len(lost) == 1
+    assert home.audit_lines()[-1]["stop"] == {"reason": "listener lost"}
