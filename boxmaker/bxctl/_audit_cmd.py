@@ -67,9 +67,13 @@ def _parse_expect_head(value: str | None) -> tuple[int, str] | None:
     return int(match.group(1)), match.group(2)
 
 
+def _stderr_is_terminal() -> bool:
+    return sys.stderr.isatty()
+
+
 def _verify(directory: Path, expect_head: tuple[int, str] | None) -> ChainReport:
     """Verify, with a progress bar on a terminal for a big log.  Raises OSError."""
-    size = log_size(directory) if sys.stderr.isatty() else 0
+    size = log_size(directory) if _stderr_is_terminal() else 0
     if size < PROGRESS_MIN_BYTES:
         return verify_directory(directory, expect_head=expect_head)
     with click.progressbar(length=size, label="verifying", file=sys.stderr) as bar:

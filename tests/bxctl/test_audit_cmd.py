@@ -208,7 +208,10 @@ def test_progress_bar_only_on_a_terminal_for_a_big_log(log_dir: Path,
     monkeypatch.setattr(_audit_cmd, "PROGRESS_MIN_BYTES", 1)
     result = run("audit", "verify", str(log_dir), "--json")
     assert result.stderr == ""  # not a terminal under CliRunner
-    monkeypatch.setattr(_audit_cmd.sys.stderr, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr(_audit_cmd, "_stderr_is_terminal", lambda: True)
     result = run("audit", "verify", str(log_dir), "--json")
     assert result.exit_code == 0
-    json.loads(result.stdout)
+    assert "verifying" in result.stderr  # the bar (its label, as the stream is no tty)
+    assert json.loads(result.stdout)["ok"] is True  # stdout stays one JSON document
+    monkeypatch.setattr(_audit_cmd, "PROGRESS_MIN_BYTES", 10**12)
+    assert run("audit", "verify", str(log_dir), "--json").stderr == ""  # a small log: no bar
