@@ -90,3 +90,14 @@ def test_the_walk_stops_at_a_missing_or_non_directory_component(tmp_path: Path) 
     check_host_path(str(tmp_path), str(tmp_path / "missing" / "x"), writable=True)
     # The toolkit reports "not a directory"; nothing here is unsafe.
     check_host_path(str(tmp_path), str(tmp_path / "f" / "x"), writable=False)
+
+
+@pytest.mark.parametrize("grant", ["/usr/local", "/usr/local/lib/python3.11", "/etc", "/var/tmp"])
+def test_write_grants_in_the_images_system_dirs_are_never_mounted(grant: str) -> None:
+    with pytest.raises(UnsafeTarget, match="system directories"):
+        check_host_path(grant, grant + "/x", writable=True)
+
+
+def test_read_grants_in_system_dirs_are_mounted_read_only() -> None:
+    mount = check_host_path("/etc", "/etc/hostname", writable=False)
+    assert mount.read_only

@@ -379,3 +379,12 @@ async def test_a_tool_that_never_stops_writing_is_stopped_at_the_cap(
         done = await runtime._execute(argv, name, b"")
     assert done.too_large and not done.timed_out
     assert time.monotonic() - began < 20  # stopped at the cap, not at the time limit
+
+
+def test_imports_come_only_from_the_image(settings: PodmanSettings, home: Path) -> None:
+    done = limited_run(
+        settings, home, "import site, sys; print(sys.path[0]); print(site.ENABLE_USER_SITE)"
+    )
+    first, user_site = done.stdout.split()
+    assert first.startswith("/usr/lib/")  # no working directory in front
+    assert user_site == "False"

@@ -22,6 +22,28 @@ SYMLINK_MESSAGE = "symbolic link in path"
 _MOUNT_UNSAFE = (",", '"')
 
 
+# The tools image's own directories: a read-write mount at or below one of
+# them could change the program that runs in later calls (python's import path
+# is under /usr), so a write grant there is never mounted.  Read-only mounts
+# there are host content the model cannot write through the toolkit.
+IMAGE_SYSTEM_DIRS = (
+    "/usr",
+    "/etc",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/var",
+    "/run",
+    "/proc",
+    "/sys",
+    "/dev",
+    "/boot",
+)
+
+
 class UnsafeTarget(Exception):
     """The call must not run: its path is not safe to mount."""
 
@@ -61,6 +83,10 @@ def check_host_path(grant_path: str, requested: str, *, writable: bool) -> Mount
         raise UnsafeTarget("the grant path is not an absolute path below /")
     if not _is_below(requested, grant_path):
         raise UnsafeTarget("the requested path is not at or below the grant path")
+    if writable and any(_is_below(grant_path, d) for d in IMAGE_SYSTEM_DIRS):
+        raise UnsafeTarget(
+            "a write grant inside the tools image's system directories cannot be mounted"
+        )
     if any(c in grant_path for c in _MOUNT_UNSAFE):
         raise UnsafeTarget("the grant path holds a comma or a quote, which podman cannot mount")
     # The grant path is the owner's: symbolic links above it are theirs to

@@ -165,6 +165,13 @@ def build_argv(
         "--unsetenv-all",
         "--env",
         f"PATH={CONTAINER_PATH}",
+        # Imports come only from the image: not from the working directory
+        # (a grant mounted at /boxmaker would shadow the toolkit) and not from
+        # ~/.local (a write grant on the owner's home could plant one).
+        "--env",
+        "PYTHONSAFEPATH=1",
+        "--env",
+        "PYTHONNOUSERSITE=1",
         # No log file: what a tool prints (file contents) is never kept on disk.
         "--log-driver=none",
         "--interactive",
