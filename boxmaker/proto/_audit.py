@@ -475,7 +475,10 @@ def _parse_fast(line: bytes) -> Record:
     event = _FAST_EVENT[key](payload)
     if _event_problem(key, payload) is not None:
         raise _Slow
-    return Record(seq=seq, ts=ts, prev=prev, event=event)
+    record = Record(seq=seq, ts=ts, prev=prev, event=event)
+    if encode_record(record) != line:  # fields in another order
+        raise _Slow
+    return record
 
 
 def _parse_strict(line: bytes) -> Record:
@@ -487,10 +490,15 @@ def _parse_strict(line: bytes) -> Record:
         raise RecordJsonError(exc.message) from None
     if type(value) is not dict:
         raise RecordSchemaError(f"expected an object, found {type_word(value)}")
-    # Step 2: the one way of writing it: ASCII, compact, keys in order.
+    # Step 2: the one way of writing it: ASCII, compact, strings and numbers
+    # as the encoder writes them.
     if not line.isascii():
         raise RecordSchemaError("the line holds bytes that are not ASCII")
-    if _dump_line(value).encode("ascii") != line:
+    try:
+        text = _dump_line(value)
+    except ValueError:
+        raise RecordJsonError("a number out of range (NaN or Infinity)") from None
+    if text.encode("ascii") != line:
         raise RecordSchemaError("the record is not written in its one compact form")
     # Step 3: the top level: seq, ts, prev and one event key, in that order.
     keys = list(value)
@@ -525,7 +533,13 @@ def _parse_strict(line: bytes) -> Record:
     problem = _event_problem(key, value[key])
     if problem is not None:
         raise RecordSchemaError(problem[1], path=f"$.{key}.{problem[0]}")
-    return Record(seq=seq, ts=ts, prev=prev, event=event)
+    # Step 6: the fields of every object in the order they are written in.
+    record = Record(seq=seq, ts=ts, prev=prev, event=event)
+    if encode_record(record) != line:
+        raise RecordSchemaError(
+            "the fields are not in the order records are written in", path=f"$.{key}"
+        )
+    return record
 
 
 def canonical_within(value: Any, depth: int) -> bool:

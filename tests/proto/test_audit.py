@@ -130,6 +130,11 @@ GOOD = line_of(one_of_each()[5])
          RecordSchemaError),
         (line_of(one_of_each()[6]).replace(b'"no_grant"', b'"nope"'), RecordSchemaError),
         (line_of(one_of_each()[12]).replace(b'"from"', b'"from_"'), RecordSchemaError),
+        (line_of(one_of_each()[3]).replace(b'"uid":1000,"pid":77', b'"pid":77,"uid":1000'),
+         RecordSchemaError),
+        (GOOD.replace(b'"grant":"g","state":{"label":"public","untrusted":false}',
+                      b'"state":{"label":"public","untrusted":false},"grant":"g"'),
+         RecordSchemaError),
     ],
 )
 def test_bad_lines_are_refused(line: bytes, error: type[DecodeError]) -> None:
