@@ -57,6 +57,8 @@ def test_tiny_run_prints_the_three_paths_and_the_added_figures() -> None:
                      r" (met|NOT met)\)$", result.stdout, re.M), result.stdout
     assert re.search(r"^inferproxy adds over loopd: p50 [+-]\d+ us per event \(target <= 1000"
                      r" us: (met|NOT met)\)$", result.stdout, re.M), result.stdout
+    assert re.search(r"^CPU per event .*: direct client \d+ us, loopd \d+ us,"
+                     r" loopd \(proxied\) \d+ us, inferproxy \d+ us$", result.stdout, re.M)
     assert_all_gone(result.stderr)
 
 
