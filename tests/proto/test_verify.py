@@ -562,7 +562,7 @@ def logs(draw: st.DrawFn) -> LogBuilder:
     return builder
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(logs(), st.data())
 def test_random_logs_random_damage(builder: LogBuilder, data: st.DataObject) -> None:
     log = builder.data()
@@ -576,3 +576,37 @@ def test_random_logs_random_damage(builder: LogBuilder, data: st.DataObject) -> 
     changed[name] = raw[:offset] + bytes([value]) + raw[offset + 1:]
     newest, start, end = last_line_range(log)
     check_damage(builder, changed, undetectable=name == newest and start <= offset < end)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(["call", "garbage", "empty-line", "break", "day", "torn"]),
+                max_size=14))
+def test_random_logs_with_accepted_breaks(steps: list[str]) -> None:
+    """Breaks written by the spec's rule (the builder) are accepted wherever they fall."""
+    builder = LogBuilder("2026-10-31.jsonl")
+    open_failures: list[tuple[str, int, str]] = []
+    days = 0
+    for step in steps:
+        if step == "call":
+            builder.call()
+        elif step in ("garbage", "empty-line"):
+            builder.garbage(b"" if step == "empty-line" else b"{not json")
+            open_failures.append((builder.current, len(builder.files[builder.current]),
+                                  "bad_json"))
+        elif step == "break" and open_failures:
+            builder.accept_break(open_failures[0], len(open_failures))
+            open_failures = []
+        elif step == "day":
+            days += 1
+            builder.new_file(f"2026-11-{days:02d}.jsonl")
+        elif step == "torn":
+            builder.torn()
+            builder.recover()
+    if open_failures:
+        builder.accept_break(open_failures[0], len(open_failures))
+    report = verify_data(builder.data())
+    assert report.ok, [(f.kind, f.file, f.line, f.detail) for f in report.failures]
+    assert all(f.accepted for f in report.failures)
+    if builder.seq >= 0:
+        assert report.head is not None
+        assert (report.head.seq, report.head.hash) == builder.head()
