@@ -11,8 +11,10 @@ Feed it the day files in name order::
     report = verifier.finish()
 
 It judges a line only once the next one has arrived (or at `finish`), so that
-a `recovery` record can mark the line before it as not a record.  For every
-line, in this order (the steps are marked in the code):
+a `recovery` record can mark the line before it as not a record.  Each file
+name is checked first (step 0: a `.jsonl` name that is not a day is listed in
+`ignored_files`, never read).  For every line, in this order (the steps are
+marked in the code):
 
 1. newline: a line without ``\\n`` is the torn tail when it is the last line
    of the newest non-empty file, else a `missing_newline` failure;
@@ -318,6 +320,7 @@ class ChainVerifier:
         if self._last_file is not None and name <= self._last_file:
             raise ValueError(f"files must come in name order: {name!r} after {self._last_file!r}")
         self._last_file = name
+        # Step 0: the file name.  A .jsonl name that is not a day is listed.
         if not is_day_file_name(name):
             self._ignored.append(name)
             return False
