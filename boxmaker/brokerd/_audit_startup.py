@@ -25,8 +25,9 @@ from pathlib import Path
 import attrs
 
 from boxmaker._audit_files import list_log_files, verify_directory
-from boxmaker.proto._audit import Event, Record, encode_record, format_ts, line_hash
+from boxmaker.proto._audit import Event, Record, encode_record, line_hash
 from boxmaker.proto._verify import ChainReport
+from boxmaker.proto._wire import format_ts
 
 from ._audit_writer import (
     AuditChainBroken,

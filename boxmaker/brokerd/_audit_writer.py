@@ -34,9 +34,9 @@ from boxmaker.proto._audit import (
     Record,
     day_file_name,
     encode_record,
-    format_ts,
     line_hash,
 )
+from boxmaker.proto._wire import format_ts
 
 LOCK_NAME = ".lock"
 

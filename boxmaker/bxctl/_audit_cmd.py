@@ -16,12 +16,13 @@ from typing import Any
 import click
 
 from .._audit_files import iter_lines, list_log_files, log_size, verify_directory
-from ..proto._audit import Record, event_key, format_ts, parse_record
+from ..proto._audit import Record, event_key, parse_record
 from ..proto._convert import unstructure
 from ..proto._errors import DecodeError
 from ..proto._escape import escape_line
 from ..proto._json import dumps
 from ..proto._verify import ChainReport
+from ..proto._wire import format_ts
 from ._cli import App, pass_app
 
 PROGRESS_MIN_BYTES = 64 * 1024 * 1024

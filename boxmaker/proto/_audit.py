@@ -40,25 +40,12 @@ from ._errors import DecodeError
 from ._fastcheck import Mismatch, compile_checkers
 from ._json import MAX_DEPTH, canonical, loads_value, type_word
 from ._taint import Label, Taint
+from ._wire import DenialCode
 
 GENESIS_PREV = "0" * 64
 """The `prev` of record 0."""
 
 DAY_FILE_SUFFIX = ".jsonl"
-
-DenialCode = Literal[
-    "unknown_tool",
-    "bad_args",
-    "protected",
-    "no_grant",
-    "denied_by_grant",
-    "taint",
-    "grants_invalid",
-    "refused",
-    "expired",
-    "changed",
-    "unsafe_target",
-]
 
 FailureKind = Literal[
     "missing_newline",
@@ -321,17 +308,6 @@ _TS = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{
 _DAY_FILE = re.compile(r"[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])\.jsonl")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _SESSION = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
-
-
-def format_ts(moment: datetime) -> str:
-    """``YYYY-MM-DDTHH:MM:SS.ffffffZ`` in UTC.  A naive datetime is our bug."""
-    if moment.tzinfo is None:
-        raise ValueError("format_ts needs an aware datetime")
-    u = moment.astimezone(UTC)
-    return (
-        f"{u.year:04d}-{u.month:02d}-{u.day:02d}T"
-        f"{u.hour:02d}:{u.minute:02d}:{u.second:02d}.{u.microsecond:06d}Z"
-    )
 
 
 def is_valid_ts(text: str) -> bool:

@@ -34,11 +34,11 @@ from boxmaker.proto._audit import (
     Start,
     Stop,
     encode_record,
-    format_ts,
     line_hash,
     parse_record,
 )
 from boxmaker.proto._convert import U64, JsonObject
+from boxmaker.proto._wire import format_ts
 
 NOW = datetime(2026, 11, 29, 7, 0, 0, tzinfo=UTC)
 TODAY = "2026-11-29.jsonl"

@@ -22,13 +22,13 @@ from boxmaker.proto._audit import (
     day_file_name,
     encode_record,
     event_key,
-    format_ts,
     is_day_file_name,
     line_hash,
     parse_record,
 )
 from boxmaker.proto._convert import structure
 from boxmaker.proto._errors import DecodeError
+from boxmaker.proto._wire import format_ts
 from tests.fakes.audit_log import HEX, TS, line_of, one_of_each
 
 
