@@ -4,9 +4,13 @@
 The `llama_server` fixture (one per test session) starts it on a free loopback
 port with the flags of the captures in fixtures/llama-server/README.md
 (``-c 8192 -np 2 -t 2 --jinja --slots --slot-save-path DIR`` and the Qwen 2.5
-chat template, which supports tool calls), waits for ``/health`` to answer
-200, and stops it at the end.  Without the build the tests are skipped, saying
-why, unless ``BOXMAKER_CI=1``: in CI a missing build is a failure.
+chat template, which supports tool calls) plus ``--swa-full``: Gemma 3 uses
+sliding-window attention, and without a full-size cache a restored slot has
+no context checkpoints, so the server re-processes the whole prompt
+(``timings.cache_n`` 0) and restoring a slot buys nothing.  It waits for
+``/health`` to answer 200, and stops the server at the end.  Without the
+build the tests are skipped, saying why, unless ``BOXMAKER_CI=1``: in CI a
+missing build is a failure.
 """
 
 from __future__ import annotations
@@ -23,8 +27,10 @@ from pathlib import Path
 
 import attrs
 import pytest
+import trio
 
 from boxmaker.loopd._http import Endpoint
+from boxmaker.loopd._llama import LlamaClient
 
 CACHE = Path(os.environ.get("BOXMAKER_CACHE") or Path.home() / ".cache" / "boxmaker") / "llama"
 SERVER = CACHE / "bin" / "llama-server"
@@ -60,6 +66,13 @@ class LlamaServer:
         except OSError:
             return "(no log)"
         return "\n".join(text.splitlines()[-lines:])
+
+
+async def wait_slot_idle(llama: LlamaClient, slot: int, within_s: float) -> None:
+    """Poll ``/slots`` until `slot` stops processing (a real server: nothing to wait on)."""
+    with trio.fail_after(within_s):
+        while any(s.id == slot and s.is_processing for s in await llama.slots()):
+            await trio.sleep(0.1)
 
 
 def _free_port() -> int:
@@ -102,7 +115,7 @@ def llama_server() -> Iterator[LlamaServer]:
     port = _free_port()
     server = LlamaServer(host="127.0.0.1", port=port, slot_dir=slot_dir, log=log)
     argv = [str(SERVER), "-m", str(MODEL), "--host", "127.0.0.1", "--port", str(port),
-            "-c", str(CONTEXT), "-np", str(SLOTS), "-t", "2", "--jinja", "--slots",
+            "-c", str(CONTEXT), "-np", str(SLOTS), "-t", "2", "--jinja", "--slots", "--swa-full",
             "--slot-save-path", str(slot_dir), "--chat-template-file", str(TEMPLATE)]
     with open(log, "wb") as log_file:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_file,

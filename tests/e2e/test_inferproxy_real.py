@@ -17,7 +17,7 @@ from boxmaker.inferproxy._proxy import ProxySettings
 from boxmaker.inferproxy._serve import bind_listener, serve
 from boxmaker.loopd._http import Endpoint, Timeouts, fetch
 from boxmaker.loopd._llama import LlamaClient, TextDelta, chat_request_body
-from tests.e2e.conftest import LlamaServer
+from tests.e2e.conftest import LlamaServer, wait_slot_idle
 
 pytestmark = pytest.mark.llama
 
@@ -42,10 +42,11 @@ async def proxied(server: LlamaServer) -> AsyncIterator[LlamaClient]:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def body(text: str, max_tokens: int) -> bytes:
+def body(text: str, max_tokens: int, **extra: object) -> bytes:
     value = json.loads(chat_request_body([{"role": "user", "content": text}], model="local",
                                          slot=0, temperature=0.0))
     value["max_tokens"] = max_tokens
+    value.update(extra)
     return json.dumps(value).encode()
 
 
@@ -70,11 +71,13 @@ async def test_a_stream_cancelled_through_the_proxy_stops_the_generation(
 ) -> None:
     with trio.fail_after(300):
         async with proxied(llama_server) as llama:
-            async with llama.chat(body("Tell a very long story.", 400)) as stream:
+            # minutes of work unless the cancellation reaches the server
+            async with llama.chat(body("Tell a very long story.", 2000,
+                                       ignore_eos=True)) as stream:
                 async for delta in stream:
                     if isinstance(delta, TextDelta):
                         break
-            # slot 0 again: it is free only if the server stopped generating
+            await wait_slot_idle(llama, 0, within_s=20)
             async with llama.chat(body("Say yes.", 2)) as stream:
                 async for _ in stream:
                     pass
