@@ -7,6 +7,7 @@ answer it in the same ledger step: of two at once, exactly one gets `ok`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Literal
 
@@ -129,7 +130,11 @@ async def _dispatch(request: AdminRequest, peer: PeerCred, daemon: Daemon) -> Ad
     if isinstance(body, (ApproveRequest, RefuseRequest)):
         return await _answer(body, peer, daemon)
     if isinstance(body, StatusRequest):
-        daemon.refresh_grants()  # status shows the set as it is now (recorded at the next call)
+        # Status shows the grant set as it is now; a change it notices is recorded here.
+        _, leading = daemon.refresh_grants()
+        if leading:
+            with contextlib.suppress(AuditUnavailable):  # status says the log is unavailable
+                await ledger.record(leading)
         return status_of(daemon)
     if isinstance(body, GrantsCheckRequest):
         try:

@@ -395,3 +395,16 @@ def test_bad_config_refuses_to_start(tmp_path: Path) -> None:
     assert out.returncode == 1
     assert "ttl_ms" in out.stderr
     assert out.stderr.strip().endswith("docs/runbook.md#brokerd-start-failed")
+
+
+def test_grant_change_seen_by_status_is_recorded(make_home: Any) -> None:
+    home, proc = make_home()
+    (home.grants / "more.toml").write_text(
+        '[[grant]]\nid = "etc-read"\ntool = "read_file"\nmode = "allow"\npaths = ["/etc"]\n')
+    status = admin(home.admin, "status", {})["status"]
+    assert status["grants"]["count"] == 2
+    changed = home.events("grants")
+    assert len(changed) == 1 and changed[0]["count"] == 2
+    echo(home.broker)  # the next call does not record the same change again
+    assert len(home.events("grants")) == 1
+    assert proc.stop() == 0
