@@ -183,3 +183,13 @@ def test_no_answer_says_it_may_have_acted(tmp_path: Path) -> None:
         got[-1].close()
     assert "did not answer within" in caught.value.message
     assert caught.value.exit_code == 3
+
+
+def test_text_arguments_must_be_utf8(tmp_path: Path) -> None:
+    base = ["--admin-socket", str(tmp_path / "none")]
+    out = CliRunner().invoke(cli, [*base, "refuse", "123456", "--reason", "bad\udcff"])
+    assert out.exit_code == 2
+    out = CliRunner().invoke(cli, [*base, "session", "declassify", "s1", "--reason", "x\udcff"])
+    assert out.exit_code == 2
+    out = CliRunner().invoke(cli, [*base, "session", "show", "s\udcff"])
+    assert out.exit_code == 2
