@@ -23,7 +23,7 @@ from ..proto._escape import escape_line
 from ._audit_link import rebuild_from_log
 from ._audit_writer import AuditError, AuditLocked, lock_audit_dir, open_audit_dir
 from ._config import BrokerdConfig, ConfigError, load_config
-from ._serve import StartFailed, serve
+from ._serve import StartFailed, runner_settings_problem, serve
 from ._sockets import ListenerLost
 from ._state import sync_state_files
 
@@ -104,6 +104,10 @@ def check_config_command(config_path: Path | None) -> None:
         f"protected     {escape_line(', '.join(config.protected))}",
     ]
     click.echo("\n".join(lines))
+    problem = runner_settings_problem(config)
+    if problem is not None:
+        _fail(f"brokerd: the config is not valid: {problem}; refusing to start. "
+              "See docs/runbook.md#brokerd-start-failed")
     if config.single_uid:
         click.echo("warning: one uid may both call tools and approve them (see deploy/)")
     click.echo("ok: the config is valid")

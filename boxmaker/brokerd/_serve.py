@@ -85,6 +85,30 @@ class ServeHandle:
         await self._stop.wait()
 
 
+def podman_settings(config: BrokerdConfig) -> PodmanSettings:
+    """The podman keys of [runner] as the podman runtime takes them (ValueError if bad)."""
+    table = config.runner
+    if table.image is None:
+        raise ValueError("runner.image is not set: name the tools image by digest")
+    return PodmanSettings(
+        image=table.image, podman=table.podman, oci_runtime=table.oci_runtime,
+        memory=table.memory, pids=table.pids, cpus=table.cpus,
+        timeout_ms=table.timeout_ms, output_max_bytes=table.output_max_bytes,
+        nofile=table.nofile, nproc=table.nproc,
+    )
+
+
+def runner_settings_problem(config: BrokerdConfig) -> str | None:
+    """Why the podman settings are not valid (None when they are, or another runner)."""
+    if config.runner.kind != "podman" or config.runner.image is None:
+        return None
+    try:
+        podman_settings(config)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 async def make_runtime(config: BrokerdConfig) -> Any:
     """The configured runtime, checked (podman: podman runs, the image is there, limits hold).
 
@@ -94,16 +118,10 @@ async def make_runtime(config: BrokerdConfig) -> Any:
     if kind == "echo":
         return EchoRuntime()
     if kind == "podman":
-        table = config.runner
-        if table.image is None:
+        if config.runner.image is None:
             return RefusingRuntime("[runner] image is not set: name the tools image by digest")
         try:
-            settings = PodmanSettings(
-                image=table.image, podman=table.podman, oci_runtime=table.oci_runtime,
-                memory=table.memory, pids=table.pids, cpus=table.cpus,
-                timeout_ms=table.timeout_ms, output_max_bytes=table.output_max_bytes,
-                nofile=table.nofile, nproc=table.nproc,
-            )
+            settings = podman_settings(config)
         except ValueError as exc:
             raise StartFailed(f"the [runner] settings are not valid: {exc}") from exc
         runtime = PodmanRuntime(settings, config.home)

@@ -113,3 +113,15 @@ def test_unsafe_socket_path_refuses_to_start(tmp_path: Path) -> None:
         assert out.stderr.strip().endswith("docs/runbook.md#brokerd-start-failed")
     finally:
         home.cleanup()
+
+
+def test_check_config_checks_podman_settings() -> None:
+    home = Home(runner="podman", runner_extra=f'image = "sha256:{"0" * 64}"\nmemory = "lots"\n')
+    try:
+        out = brokerd(home, "check-config", "--config", str(home.config))
+        assert out.returncode == 1 and "memory" in out.stderr
+        assert out.stderr.strip().endswith("docs/runbook.md#brokerd-start-failed")
+        out = brokerd(home, "serve", "--config", str(home.config))
+        assert out.returncode == 1 and "memory" in out.stderr
+    finally:
+        home.cleanup()

@@ -408,3 +408,22 @@ def test_grant_change_seen_by_status_is_recorded(make_home: Any) -> None:
     echo(home.broker)  # the next call does not record the same change again
     assert len(home.events("grants")) == 1
     assert proc.stop() == 0
+
+
+def test_missing_grants_directory(make_home: Any) -> None:
+    home = Home(grants={})
+    home.grants.rmdir()
+    proc = start(home)
+    try:
+        assert echo(home.broker)[0]["denied"]["code"] == "grants_invalid"
+        assert home.events("start")[0]["grants"]["ok"] is False
+        assert "grants-missing" in proc.log()
+        home.grants.mkdir()
+        (home.grants / "echo.toml").write_text(ECHO_GRANT)
+        assert echo(home.broker)[0]["result"]["status"] == "ok"  # noticed on the next call
+        assert home.events("grants")[-1]["ok"] is True
+        assert proc.stop() == 0
+    finally:
+        if proc.proc.poll() is None:
+            proc.kill()
+        home.cleanup()
