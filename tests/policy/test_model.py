@@ -53,3 +53,16 @@ def test_report_round_trip() -> None:
     doc = unstructure(report)
     assert doc == {"ok": True, "count": 0, "digest": EMPTY_DIGEST, "problems": []}
     assert structure(doc, GrantsReport) == report
+
+
+def test_report_fits_the_admin_wire_message() -> None:
+    """brokerd answers `grants_check` with the wire's GrantsReport: same shape."""
+    from pathlib import Path
+
+    from boxmaker.policy._load import load_grants
+    from boxmaker.proto import _wire_admin
+
+    fixtures = Path(__file__).resolve().parents[2] / "fixtures" / "grants"
+    for case in ("valid", "several-problems", "G1-file", "G8-hosts"):
+        doc = unstructure(load_grants(fixtures / case).report)
+        assert unstructure(structure(doc, _wire_admin.GrantsReport)) == doc
