@@ -11,7 +11,13 @@ import attrs
 import trio
 
 from ..policy._load import GrantsWatcher
-from ..policy._model import GrantState
+from ..policy._model import (
+    EMPTY_DIGEST,
+    GrantProblem,
+    GrantsReport,
+    GrantState,
+    InvalidGrantSet,
+)
 from ..proto._audit import Event, GrantsChanged
 from ..proto._convert import U64
 from ..proto._wire import ts_from_unix
@@ -23,6 +29,15 @@ log = logging.getLogger("brokerd")
 
 REQUEST_FRAME_SECONDS = 10.0
 """A request frame must arrive within 10 s of the connection being accepted."""
+
+
+def unreadable_grants(exc: OSError) -> InvalidGrantSet:
+    """The grant state while the directory cannot be read: invalid, every call denied."""
+    problem = GrantProblem(file=".", index=None, grant=None, rule="G1",
+                           message=f"the grants directory cannot be read "
+                                   f"({exc.strerror or type(exc).__name__})")
+    return InvalidGrantSet(report=GrantsReport(ok=False, count=0, digest=EMPTY_DIGEST,
+                                               problems=[problem]))
 
 
 def grants_event(state: GrantState) -> GrantsChanged:
@@ -46,6 +61,7 @@ class Daemon:
     wall_clock: Callable[[], float] = time.time
     format_time: Callable[[float], str] = ts_from_unix
     stopping: bool = False
+    grants_unreadable: bool = False
     idle_scopes: set[trio.CancelScope] = attrs.field(factory=set)
     """Connections still reading their request: cancelled at shutdown."""
 
@@ -55,7 +71,20 @@ class Daemon:
         Synchronous (no checkpoint), so the record is queued in the same
         ledger step as the decision that noticed the change.
         """
-        state, changed = self.watcher.refresh()
+        try:
+            state, changed = self.watcher.refresh()
+        except OSError as exc:  # the directory or a file became unreadable: deny everything
+            state = unreadable_grants(exc)
+            changed = not self.grants_unreadable
+            self.grants_unreadable = True
+            if not changed:
+                return state, []
+            log.warning("grants: the grants directory cannot be read (%s); every call is "
+                        "denied. See docs/runbook.md#grants-invalid", exc.strerror or exc)
+            return state, [grants_event(state)]
+        if self.grants_unreadable:
+            self.grants_unreadable = False
+            changed = True
         if not changed:
             return state, []
         report = state.report

@@ -246,3 +246,18 @@ async def test_a_lost_listener_stops_brokerd(home: Home) -> None:
         lost.extend(group.exceptions)
     assert len(lost) == 1
     assert home.audit_lines()[-1]["stop"] == {"reason": "listener lost"}
+
+
+async def test_unreadable_grants_deny_every_call(home: Home, nursery: trio.Nursery) -> None:
+    handle = await started(nursery, home)
+    assert (await ask(home.broker, echo_call(1)))[0]["result"]["status"] == "ok"
+    for item in home.grants.iterdir():
+        item.unlink()
+    home.grants.rmdir()
+    home.grants.symlink_to(home.grants)  # a loop: listing it fails with ELOOP
+    for rid in (2, 3):
+        answer = await ask(home.broker, echo_call(rid))
+        assert answer[0]["denied"]["code"] == "grants_invalid"
+    grants = home.events("grants")
+    assert len(grants) == 1 and grants[0]["ok"] is False
+    handle.stop()
