@@ -19,7 +19,14 @@ from ._decision import (
 )
 from ._explain import explain_document, explain_lines, report_lines
 from ._grants import GrantFile, grant_digest, parse_grant_files, parse_grant_texts
-from ._load import Fingerprint, GrantsMissing, GrantsWatcher, fingerprint, load_grants
+from ._load import (
+    Fingerprint,
+    GrantsMissing,
+    GrantsWatcher,
+    fingerprint,
+    load_grants,
+    missing_state,
+)
 from ._model import (
     EMPTY_DIGEST,
     Grant,
@@ -63,6 +70,7 @@ __all__ = [
     "fingerprint",
     "grant_digest",
     "load_grants",
+    "missing_state",
     "parse_grant_files",
     "parse_grant_texts",
     "redecide",
