@@ -1,0 +1,56 @@
+"""Taints recomputed from the verified records as start-up streams them (04-audit)."""
+
+from __future__ import annotations
+
+from boxmaker.brokerd._audit_link import TaintCollector
+from boxmaker.proto._audit import (
+    GENESIS_PREV,
+    Call,
+    Declassify,
+    Peer,
+    Record,
+    ResultRecord,
+    Stop,
+)
+from boxmaker.proto._convert import U64, JsonObject
+from boxmaker.proto._taint import NEW_SESSION, Taint
+
+PRIVATE = Taint(label="private", untrusted=False)
+SECRET = Taint(label="secret", untrusted=True)
+
+
+def record(seq: int, event: object) -> Record:
+    return Record(seq=seq, ts="2026-11-29T07:00:00.000000Z", prev=GENESIS_PREV,
+                  event=event)  # type: ignore[arg-type]
+
+
+def call(session: str) -> Call:
+    return Call(session=session, tool="echo", args=JsonObject({}), peer=Peer(uid=U64(0),
+                                                                             pid=U64(1)))
+
+
+def result(call_id: int, state: Taint) -> ResultRecord:
+    return ResultRecord(call=U64(call_id), status="ok", label=state.label,
+                        untrusted=state.untrusted, state=state, output=None)
+
+
+def test_collects_changes_and_known_sessions() -> None:
+    collector = TaintCollector()
+    for item in [
+        record(0, Stop(reason="x")),
+        record(1, call("a")),
+        record(2, call("b")),
+        record(3, result(1, PRIVATE)),
+        record(4, result(2, NEW_SESSION)),  # b ran but stayed public: no change
+        record(5, call("a")),
+        record(6, result(5, PRIVATE)),  # unchanged: the seq stays 3
+        record(7, call("c")),
+        record(8, result(7, SECRET)),
+        record(9, Declassify(session="c", from_=SECRET, to=NEW_SESSION, by=U64(0),
+                             reason="checked")),
+        record(10, result(99, SECRET)),  # a result of no known call changes nothing
+    ]:
+        collector(item)
+    assert collector.taints == {"a": (PRIVATE, 3), "c": (NEW_SESSION, 9)}
+    assert collector.known == {"a", "b", "c"}
+    assert collector.head_seq == 10

@@ -1,0 +1,41 @@
+"""The policy's answers in brokerd's terms (Decision/Ask -> Ruling), with protected paths."""
+
+from __future__ import annotations
+
+from boxmaker.brokerd._policy_link import PolicyLink
+from boxmaker.policy._grants import parse_grant_texts
+from boxmaker.proto._taint import NEW_SESSION
+
+GRANTS = parse_grant_texts({"g.toml": """
+[[grant]]
+id = "notes"
+tool = "read_file"
+mode = "allow"
+paths = ["/srv"]
+label = "private"
+
+[[grant]]
+id = "docs"
+tool = "http_fetch"
+mode = "ask"
+hosts = ["docs.python.org"]
+"""})
+
+
+def test_rulings() -> None:
+    link = PolicyLink.of(["/srv/boxmaker"])
+    allowed = link.decide("read_file", {"path": "/srv/notes/a"}, NEW_SESSION, GRANTS)
+    assert allowed.kind == "allowed" and allowed.grant == "notes"
+    assert allowed.label == "private" and allowed.untrusted is False
+    spec = link.run_spec(call_id=4, session="s1", tool="read_file",
+                         args={"path": "/srv/notes/a"}, ruling=allowed)
+    assert spec.grant_entry == "/srv" and spec.label == "private"
+    protected = link.decide("read_file", {"path": "/srv/boxmaker/audit/x"}, NEW_SESSION, GRANTS)
+    assert protected.kind == "denied" and protected.code == "protected"
+    asked = link.decide("http_fetch", {"url": "https://docs.python.org/3/"}, NEW_SESSION,
+                        GRANTS)
+    assert asked.kind == "ask" and asked.grant == "docs" and asked.untrusted is True
+    again = link.redecide(asked.ask, NEW_SESSION, GRANTS)
+    assert again.kind == "allowed"
+    denied = link.redecide(asked.ask, NEW_SESSION, parse_grant_texts({}))
+    assert denied.kind == "denied" and denied.code == "changed"
