@@ -378,7 +378,7 @@ def production(result: Decision | Ask) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("focus", O_TOOLS)
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     data=st.data(),
     invalid=st.integers(0, 19),
