@@ -261,3 +261,29 @@ async def test_unreadable_grants_deny_every_call(home: Home, nursery: trio.Nurse
     grants = home.events("grants")
     assert len(grants) == 1 and grants[0]["ok"] is False
     handle.stop()
+
+
+@pytest.mark.parametrize(("wait", "approved"), [(599.999, True), (600.001, False)])
+async def test_approve_against_the_expiry(home: Home, nursery: trio.Nursery,
+                                          autojump_clock: trio.testing.MockClock,
+                                          wait: float, approved: bool) -> None:
+    (home.grants / "echo.toml").write_text(ECHO_ASK)
+    handle = await started(nursery, home)
+    client = await connect(home.broker)
+    await client.send(echo_call(5))
+    pending = await client.receive()
+    assert pending is not None
+    await trio.sleep(wait)
+    answer = await ask(home.admin, {"v": 1, "id": 2, "approve": {
+        "approval_id": pending["pending"]["approval_id"]}})
+    final = await client.receive()
+    assert final is not None
+    if approved:
+        assert answer == [{"id": 2, "ok": {}}] and final["result"]["status"] == "ok"
+    else:
+        assert answer[0]["error"]["code"] == "no_such_approval"
+        assert final["denied"]["code"] == "expired"
+    verdicts = [a["verdict"] for a in home.events("approval")]
+    assert verdicts == (["approved"] if approved else ["expired"])
+    await client.stream.aclose()
+    handle.stop()
