@@ -290,6 +290,27 @@ class Ledger:
             self._durable(session, after, seq)
         return after
 
+    def _verdict(
+        self,
+        entry: PendingApproval,
+        verdict: Literal["approved", "refused"],
+        reason: str | None,
+        redecide: Callable[[PendingApproval, Taint], Ruling],
+    ) -> tuple[Redecision | None, Answer]:
+        """The re-decision (for an approval) and how the waiting call ends."""
+        if verdict == "refused":
+            why = f"refused by the owner{': ' + reason if reason else ''}"
+            return None, Answer(run=False, denied_code="refused", denied_reason=why)
+        taint = self.taint_of(entry.session)
+        ruling = redecide(entry, taint)
+        if ruling.kind == "allowed":
+            allowed = Redecision(outcome=OutcomeAllowed(), grant=ruling.grant, state=taint)
+            return allowed, Answer(run=True, decision=ruling)
+        assert ruling.code is not None and ruling.reason is not None
+        outcome = OutcomeDenied(code=ruling.code, reason=ruling.reason)  # type: ignore[arg-type]
+        denied = Redecision(outcome=outcome, grant=ruling.grant, state=taint)
+        return denied, Answer(run=False, denied_code=ruling.code, denied_reason=ruling.reason)
+
     async def answer(
         self,
         approval_id: int,
@@ -307,33 +328,22 @@ class Ledger:
         entry = self.pending.take(approval_id)
         if entry is None:
             raise NoSuchApproval(approval_id)
-        redecision: Redecision | None = None
-        answer: Answer
-        if verdict == "approved":
-            taint = self.taint_of(entry.session)
-            ruling = redecide(entry, taint)
-            if ruling.kind == "allowed":
-                redecision = Redecision(outcome=OutcomeAllowed(), grant=ruling.grant, state=taint)
-                answer = Answer(run=True, decision=ruling)
-            else:
-                assert ruling.code is not None and ruling.reason is not None
-                redecision = Redecision(
-                    outcome=OutcomeDenied(code=ruling.code, reason=ruling.reason),  # type: ignore[arg-type]
-                    grant=ruling.grant, state=taint,
-                )
-                answer = Answer(run=False, denied_code=ruling.code, denied_reason=ruling.reason)
-        else:
-            answer = Answer(run=False, denied_code="refused",
-                            denied_reason=f"refused by the owner{': ' + reason if reason else ''}")
-        event = ApprovalRecord(
-            call=U64(entry.call_id), approval_id=U64(entry.approval_id), verdict=verdict,
-            by=U64(by), reason=reason, redecision=redecision,
-        )
         try:
-            await self.writer.append([event])
+            redecision, answer = self._verdict(entry, verdict, reason, redecide)
+            event = ApprovalRecord(
+                call=U64(entry.call_id), approval_id=U64(entry.approval_id), verdict=verdict,
+                by=U64(by), reason=reason, redecision=redecision,
+            )
+            with trio.CancelScope(shield=True):  # taken: it is answered, whatever happens here
+                await self.writer.append([event])
         except AuditUnavailable as exc:
             entry.resolve(Answer(run=False, error_code="audit_unavailable",
                                  denied_reason=str(exc)))
+            raise
+        except BaseException:
+            if not entry.answered:  # our bug: the waiter is not left hanging
+                entry.resolve(Answer(run=False, denied_code="expired",
+                                     denied_reason="brokerd could not answer this approval"))
             raise
         entry.resolve(answer)
 
