@@ -358,7 +358,9 @@ class Ledger:
         ]
         why = "the approval expired" if reason is None else f"the approval expired ({reason})"
         try:
-            await self.writer.append(events)
+            # Taken out already: shielded, so that a cancelled sweep still answers them.
+            with trio.CancelScope(shield=True):
+                await self.writer.append(events)
         except AuditUnavailable as exc:
             for entry in entries:
                 entry.resolve(Answer(run=False, error_code="audit_unavailable",
