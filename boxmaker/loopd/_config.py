@@ -43,6 +43,7 @@ class InferenceTable:
     turn_timeout_s: float = 1800.0
     connect_timeout_s: float = 10.0
     temperature: float = 0.7
+    max_tokens: int | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -83,6 +84,7 @@ class InferenceConfig:
     turn_timeout_s: float
     connect_timeout_s: float
     temperature: float
+    max_tokens: int | None
 
     @property
     def timeouts(self) -> Timeouts:
@@ -163,6 +165,8 @@ def _inference(raw: InferenceTable, home: Path) -> InferenceConfig:
         raise ConfigError(f"[inference] n_ctx_per_slot: {raw.n_ctx_per_slot} must be positive")
     if not (math.isfinite(raw.temperature) and 0 <= raw.temperature <= 2):
         raise ConfigError(f"[inference] temperature: {raw.temperature} is outside 0..2")
+    if raw.max_tokens is not None and raw.max_tokens < 1:
+        raise ConfigError(f"[inference] max_tokens: {raw.max_tokens} must be at least 1")
     return InferenceConfig(
         endpoint=endpoint,
         model=raw.model,
@@ -176,6 +180,7 @@ def _inference(raw: InferenceTable, home: Path) -> InferenceConfig:
         turn_timeout_s=_positive(raw.turn_timeout_s, "[inference] turn_timeout_s"),
         connect_timeout_s=_positive(raw.connect_timeout_s, "[inference] connect_timeout_s"),
         temperature=raw.temperature,
+        max_tokens=raw.max_tokens,
     )
 
 

@@ -416,6 +416,7 @@ def chat_request_body(
     slot: int,
     temperature: float,
     tools: Sequence[dict[str, Any]] = (),
+    max_tokens: int | None = None,
 ) -> bytes:
     """The JSON body of a streamed chat request as 06-loopd builds it."""
     body: dict[str, Any] = {
@@ -429,6 +430,8 @@ def chat_request_body(
     }
     if tools:
         body["tools"] = list(tools)
+    if max_tokens is not None:
+        body["max_tokens"] = max_tokens
     return dumps_bytes(body)
 
 

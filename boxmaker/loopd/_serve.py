@@ -181,6 +181,7 @@ class LoopDaemon:
         inference = self.config.inference
         return TurnSettings(model=inference.model, slot=inference.slot,
                             temperature=inference.temperature,
+                            max_tokens=inference.max_tokens,
                             tools=tool_schemas(list(self.config.tools)),
                             max_rounds=self.config.max_rounds,
                             turn_timeout_s=inference.turn_timeout_s,

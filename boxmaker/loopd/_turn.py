@@ -24,6 +24,7 @@ import trio
 
 from ..proto._convert import U64, JsonObject
 from ..proto._errors import DecodeError
+from ..proto._escape import escape_line
 from ..proto._json import dumps, loads_object
 from ..proto._wire import ErrorAnswer
 from ..proto._wire_broker import Denied, Pending, Result
@@ -109,6 +110,7 @@ class TurnSettings:
     slot: int
     temperature: float
     tools: list[dict[str, Any]]
+    max_tokens: int | None
     max_rounds: int
     turn_timeout_s: float
     core_md: Path
@@ -181,6 +183,7 @@ class Turn:
             model=self.settings.model,
             slot=self.settings.slot,
             temperature=self.settings.temperature,
+            max_tokens=self.settings.max_tokens,
             tools=self.settings.tools,
         )
         stream = self.llama.chat(body)
@@ -193,6 +196,11 @@ class Turn:
         except BaseException:
             await self._keep_interrupted(conversation, stream.assembler.text)
             raise
+        if result.timings is not None:
+            timings = result.timings
+            log.info("conversation %s: round done: finish %s, prompt_n %s, cache_n %s, "
+                     "predicted_n %s", conversation, escape_line(result.finish_reason),
+                     timings.prompt_n, timings.cache_n, timings.predicted_n)
         calls = [
             ToolCallRef(id=c.id, name=c.name[:MAX_TOOL_NAME], arguments=c.arguments)
             for c in result.tool_calls
