@@ -87,6 +87,7 @@ socket = {_toml_str(run / "loop.sock")}
 socket = {_toml_str(run / "infer.sock")}
 slots = {slots}
 n_ctx_per_slot = {n_ctx_per_slot}
+# max_tokens = 1024                   # cap each answer (small models can ramble)
 
 [broker]
 socket = {_toml_str(run / "broker.sock")}

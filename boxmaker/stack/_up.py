@@ -183,7 +183,7 @@ async def run_stack(
             else:
                 with trio.open_signal_receiver(signal.SIGINT) as signals:
                     nursery.start_soon(_ignore, signals)
-                    result = await trio.run_process(list(foreground), check=False)
+                    result = await trio.run_process(list(foreground), check=False, stdin=None)
                 status = result.returncode
         finally:
             with trio.CancelScope(shield=True):
