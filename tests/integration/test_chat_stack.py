@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import json
 import os
-import pty
-import select
 import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.fakes.brokerd import BXCTL, ECHO_GRANT, Home, start
+from tests.fakes.pty import Pty
 
 VENV_BIN = Path(sys.executable).parent
 LOOPD = VENV_BIN / "loopd"
@@ -214,52 +212,6 @@ def verify_audit(stack: Stack) -> dict[str, Any]:
     report: dict[str, Any] = json.loads(result.stdout)
     assert result.returncode == 0 and report["ok"], result.stdout
     return report
-
-
-class Pty:
-    """bxctl chat on a pseudo-terminal, as an owner would run it."""
-
-    def __init__(self, argv: list[str]) -> None:
-        master, slave = pty.openpty()
-        self.process = subprocess.Popen(
-            argv, stdin=slave, stdout=slave, stderr=slave, start_new_session=True
-        )
-        os.close(slave)
-        self.master = master
-        self.seen = b""
-
-    def expect(self, needle: bytes, timeout: float = 60) -> bytes:
-        deadline = time.monotonic() + timeout
-        while needle not in self.seen:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise AssertionError(
-                    f"never saw {needle!r}; screen so far:\n{self.seen.decode(errors='replace')}"
-                )
-            ready, _, _ = select.select([self.master], [], [], remaining)
-            if ready:
-                try:
-                    data = os.read(self.master, 65536)
-                except OSError:
-                    data = b""
-                if not data:
-                    raise AssertionError(
-                        f"the terminal closed before {needle!r}:\n"
-                        f"{self.seen.decode(errors='replace')}"
-                    )
-                self.seen += data
-        return self.seen
-
-    def type(self, text: str) -> None:
-        os.write(self.master, text.encode())
-
-    def close(self) -> int:
-        os.write(self.master, b"\x04")  # Ctrl-D ends the chat
-        try:
-            code = self.process.wait(timeout=30)
-        finally:
-            os.close(self.master)
-        return code
 
 
 def test_allowed_echo_turn_events_audit_and_conversation(stack_factory: Any) -> None:
