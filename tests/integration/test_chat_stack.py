@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -401,3 +402,31 @@ def test_hostile_model_output_never_reaches_the_terminal_raw(stack_factory: Any)
         assert raw not in out
     assert "\\u{001B}[2J" in out and "\\u{202E}" in out
     assert "denied (unknown_tool)" in out
+
+
+def test_bxctl_killed_mid_turn_withdraws_the_pending_call(stack_factory: Any) -> None:
+    stack = stack_factory([tool_round("call-k", "echo", {"text": "wait"}), text_round("x")],
+                          grants={"ask.toml": ASK_ECHO})
+    chat = subprocess.Popen(
+        [str(BXCTL), "--config", str(stack.bxctl_config), "chat", "--say", "go", "--json"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    assert chat.stdout is not None
+    for line in chat.stdout:
+        if "approval_pending" in line:
+            break
+    chat.kill()
+    chat.wait(timeout=30)
+    chat.stdout.close()
+    deadline = time.monotonic() + 30
+    while not stack.brokerd_home.events("approval"):
+        assert time.monotonic() < deadline, "brokerd never recorded the withdrawn call"
+        time.sleep(0.05)  # a real process: polling its log is the only way to see it
+    [approval] = stack.brokerd_home.events("approval")
+    assert approval["verdict"] == "requester_gone"
+    assert "bxctl went away; the turn was cancelled" in stack.loopd_log_text()
+    # the guard was released: the next turn runs
+    stack.set_grants(ECHO_GRANT)
+    code, frames = stack.say_json("again")
+    assert code == 0 and frames[-1]["done"]["finish"] == "stop"
+    verify_audit(stack)
