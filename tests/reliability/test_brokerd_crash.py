@@ -164,8 +164,9 @@ def test_sigkill_at_random_points() -> None:
             elif "result" in record:
                 results[record["result"]["call"]] = record["result"]
             elif "approval" in record:
-                approvals.setdefault(record["approval"]["approval_id"], []).append(
-                    record["approval"])
+                # Approval ids are unique while one brokerd runs, not across restarts:
+                # a call is what is answered once.
+                approvals.setdefault(record["approval"]["call"], []).append(record["approval"])
         assert len(seen.answered) > KILLS  # there was load
         for text, kind in seen.answered:
             call_id = calls_by_text.get(text)
@@ -173,11 +174,13 @@ def test_sigkill_at_random_points() -> None:
             assert call_id in decisions, f"answered {text} without a decision record"
             if kind == "result":
                 assert results[call_id]["status"] == "ok"
-        for approval_id in seen.approved:
-            assert [a["verdict"] for a in approvals[approval_id]] == ["approved"]
         assert all(len(v) == 1 for v in approvals.values()), "an approval answered twice"
+        verdicts = {(a[0]["approval_id"], a[0]["verdict"]) for a in approvals.values()}
+        for approval_id in seen.approved:
+            assert (approval_id, "approved") in verdicts
+        answered_ids = {approval_id for approval_id, _ in verdicts}
         for approval_id, kind in seen.pending_answered:
-            assert approval_id in approvals
+            assert approval_id in answered_ids
             assert kind in ("error", "denied", "result")
     finally:
         home.cleanup()
