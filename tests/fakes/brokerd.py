@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import selectors
 import shutil
 import signal
 import socket
@@ -108,7 +109,7 @@ class BrokerdProcess:
     """The real `brokerd serve`, ready once it sent READY=1 to our NOTIFY_SOCKET."""
 
     def __init__(self, home: Home, *, args: tuple[str, ...] = (), preexec: Any = None,
-                 timeout: float = 30.0) -> None:
+                 timeout: float = 30.0, pipe_stderr: bool = False) -> None:
         self.home = home
         notify_path = home.root / "notify.sock"
         if notify_path.exists():
@@ -122,7 +123,8 @@ class BrokerdProcess:
         self._stderr = open(self.stderr_path, "ab")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [str(BROKERD), "serve", "--config", str(home.config), *args],
-            env=env, stdout=subprocess.DEVNULL, stderr=self._stderr, preexec_fn=preexec,  # noqa: PLW1509 - sets rlimits only
+            env=env, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE if pipe_stderr else self._stderr, preexec_fn=preexec,  # noqa: PLW1509 - sets rlimits only
         )
         self.messages: list[str] = []
 
@@ -138,6 +140,22 @@ class BrokerdProcess:
 
     def log(self) -> str:
         return self.stderr_path.read_text(errors="replace")
+
+    def read_until(self, text: str, timeout: float = 30.0) -> str:
+        """With `pipe_stderr`: read brokerd's log lines until one holds `text`."""
+        assert self.proc.stderr is not None
+        seen = []
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.proc.stderr, selectors.EVENT_READ)
+            while True:
+                if not selector.select(timeout):
+                    raise AssertionError(f"no {text!r} in brokerd's log: {seen}")
+                line = self.proc.stderr.readline().decode(errors="replace")
+                if not line:
+                    raise AssertionError(f"brokerd's log ended without {text!r}: {seen}")
+                seen.append(line)
+                if text in line:
+                    return line
 
     def stop(self, timeout: float = 30.0) -> int:
         if self.proc.poll() is None:
@@ -156,6 +174,8 @@ class BrokerdProcess:
     def close(self) -> None:
         self.notify.close()
         self._stderr.close()
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()
 
 
 def start(home: Home, **kwargs: Any) -> BrokerdProcess:
