@@ -1,7 +1,10 @@
 """Pure protocol layer shared by every host process (no I/O, no trio).
 
-Framing, the strict codec, wire messages, audit records, the chain verifier,
-tool arguments and their grammars, and terminal escaping.
+Framing, the strict codec, terminal escaping and taint are here; the messages
+of each socket, audit records, the chain verifier and tool arguments are in
+the public submodules `wire`, `broker`, `admin`, `loop`, `audit`, `chain` and
+`args` (their names would collide in one namespace: a broker `Call` is not an
+audit `Call`).  Everything else is private (`_modules`).
 """
 
 from ._convert import (
@@ -19,17 +22,23 @@ from ._errors import DecodeError, FrameError, ProtoError
 from ._escape import escape_line, escape_text
 from ._framing import MAX_FRAME, FrameDecoder, encode_frame
 from ._json import MAX_DEPTH, canonical, dumps, loads_object, loads_value
+from ._taint import FAIL_CLOSED, LABELS, NEW_SESSION, Label, Taint, label_rank, max_label
 
 __all__ = [
+    "FAIL_CLOSED",
+    "LABELS",
     "MAX_DEPTH",
     "MAX_FRAME",
+    "NEW_SESSION",
     "U64",
     "U64_MAX",
     "DecodeError",
     "FrameDecoder",
     "FrameError",
     "JsonObject",
+    "Label",
     "ProtoError",
+    "Taint",
     "canonical",
     "converter",
     "decode",
@@ -38,8 +47,10 @@ __all__ = [
     "encode_frame",
     "escape_line",
     "escape_text",
+    "label_rank",
     "loads_object",
     "loads_value",
+    "max_label",
     "register_tagged_union",
     "structure",
     "unstructure",
