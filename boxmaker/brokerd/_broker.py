@@ -18,6 +18,7 @@ answer is `error audit_unavailable`.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -82,7 +83,7 @@ def denied(code: str, reason: str, grant: str | None) -> Denied:
 
 
 async def read_request(stream: trio.abc.Stream, daemon: Daemon,
-                       encode_error: Any) -> bytes | None:
+                       encode_error: Callable[[int | None, ErrorAnswer], bytes]) -> bytes | None:
     """Read one request frame within the time limit.
 
     None means the connection is done (timed out, closed, a bad frame already

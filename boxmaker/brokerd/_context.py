@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Literal, Protocol
 
 import attrs
 import trio
@@ -24,6 +24,7 @@ from ..proto._wire import ts_from_unix
 from ._config import BrokerdConfig
 from ._ledger import Ledger
 from ._policy_link import PolicyLink
+from .runner._spec import Runtime
 
 log = logging.getLogger("brokerd")
 
@@ -46,6 +47,19 @@ def grants_event(state: GrantState) -> GrantsChanged:
                          problem_count=U64(len(report.problems)))
 
 
+class ServedRuntime(Runtime, Protocol):
+    """A runtime as brokerd serves it: what it is, and whether it can run calls."""
+
+    @property
+    def kind(self) -> Literal["podman", "refusing", "echo"]: ...
+
+    @property
+    def ok(self) -> bool: ...
+
+    @property
+    def reason(self) -> str | None: ...
+
+
 @attrs.define(kw_only=True)
 class Daemon:
     """brokerd while it serves."""
@@ -53,8 +67,8 @@ class Daemon:
     config: BrokerdConfig
     ledger: Ledger
     watcher: GrantsWatcher
-    runtime: Any
-    """A runner Runtime (refusing, echo or podman) with `kind`, `ok` and `reason`."""
+    runtime: ServedRuntime
+    """The runner: refusing, echo or podman."""
     link: PolicyLink
     version: str
     warnings: list[str] = attrs.field(factory=list)
