@@ -8,7 +8,8 @@ from the socket completed as one piece, at once.
 
 It accepts exactly what h11 accepts (the tests use h11 as the oracle):
 ``1*20HEXDIG [";" anything] *(SP / HTAB) CRLF``, the data, CRLF; after the
-zero chunk, trailer lines up to an empty line.  Pure: no I/O.
+zero chunk, trailer lines up to an empty line (lines ending in LF or CRLF, as
+h11 reads header lines).  Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -127,22 +128,23 @@ class ChunkedDecoder:
                 pos += 2
                 state = _SIZE
             elif state == _TRAILER:
-                eol = buf.find(b"\r\n", pos)
-                if eol < 0:
+                # like h11's header parsing: lines end with LF, a CR before it is dropped
+                nl = buf.find(b"\n", pos)
+                if nl < 0:
                     if end - pos > _MAX_LINE:
                         raise ChunkedError("a trailer line is too long")
                     break
-                if eol == pos:
-                    pos += 2
+                line_end = nl - 1 if nl > pos and buf[nl - 1] == 0x0D else nl
+                if line_end == pos:
+                    pos = nl + 1
                     state = _DONE
                     break  # like h11: what follows the body is not read
-                else:
-                    if b":" not in buf[pos:eol]:
-                        raise ChunkedError("a trailer line is not a header field")
-                    self._trailer_bytes += eol + 2 - pos
-                    if self._trailer_bytes > _MAX_TRAILER_BYTES:
-                        raise ChunkedError("the trailer section is too long")
-                    pos = eol + 2
+                if b":" not in buf[pos:line_end]:
+                    raise ChunkedError("a trailer line is not a header field")
+                self._trailer_bytes += nl + 1 - pos
+                if self._trailer_bytes > _MAX_TRAILER_BYTES:
+                    raise ChunkedError("the trailer section is too long")
+                pos = nl + 1
             else:
                 raise ChunkedError("data after the end of the chunked body")
         self._state = state

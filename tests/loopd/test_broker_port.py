@@ -186,6 +186,9 @@ async def test_answer_for_another_id(tmp_path: Path) -> None:
 async def test_deadline_is_one_scope_not_a_per_read_timeout(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
+    # real sockets: jump only once nothing has moved for a while in real time,
+    # so that bytes in flight in the kernel are not mistaken for idleness
+    autojump_clock.autojump_threshold = 0.05
     async def script(stream: trio.SocketStream, request_id: int) -> None:
         # a frame announced, then a trickle of its bytes that never completes it:
         # a per-read timeout would never fire
@@ -203,6 +206,9 @@ async def test_deadline_is_one_scope_not_a_per_read_timeout(
 async def test_pending_moves_the_deadline_to_expiry_plus_timeout(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
+    # real sockets: jump only once nothing has moved for a while in real time,
+    # so that bytes in flight in the kernel are not mistaken for idleness
+    autojump_clock.autojump_threshold = 0.05
     async def script(stream: trio.SocketStream, request_id: int) -> None:
         expires = trio_wall_clock() + dt.timedelta(seconds=600)
         pending = Pending(approval_id=U64(482913), expires_at=format_ts(expires), grant="g")
@@ -218,6 +224,9 @@ async def test_pending_moves_the_deadline_to_expiry_plus_timeout(
 async def test_an_absurd_expiry_is_bounded_to_a_day(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
+    # real sockets: jump only once nothing has moved for a while in real time,
+    # so that bytes in flight in the kernel are not mistaken for idleness
+    autojump_clock.autojump_threshold = 0.05
     async def script(stream: trio.SocketStream, request_id: int) -> None:
         pending = Pending(approval_id=U64(1), expires_at="9999-12-31T23:59:59.000000Z", grant="g")
         await send_frame(stream, encode_broker_answer(request_id, pending))

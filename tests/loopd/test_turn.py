@@ -175,6 +175,9 @@ async def test_an_interrupted_answer_is_kept_as_received(tmp_path: Path) -> None
 async def test_turn_timeout_does_not_count_the_wait_for_approval(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
+    # real sockets: jump only once nothing has moved for a while in real time,
+    # so that bytes in flight in the kernel are not mistaken for idleness
+    autojump_clock.autojump_threshold = 0.05
     async def slow_owner(stream: trio.SocketStream, request_id: int) -> None:
         pending = Pending(approval_id=U64(7), grant="g",
                           expires_at=format_ts(wall() + dt.timedelta(seconds=600)))
@@ -190,6 +193,9 @@ async def test_turn_timeout_does_not_count_the_wait_for_approval(
 async def test_turn_timeout_counts_everything_else(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
+    # real sockets: jump only once nothing has moved for a while in real time,
+    # so that bytes in flight in the kernel are not mistaken for idleness
+    autojump_clock.autojump_threshold = 0.05
     async def slow_tool(stream: trio.SocketStream, request_id: int) -> None:
         await trio.sleep(50)  # within the broker deadline (60 s), past the turn's (30 s)
         await ok_answer(stream, request_id)
