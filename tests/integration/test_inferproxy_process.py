@@ -80,7 +80,13 @@ async def test_serve_forwards_is_ready_and_stops_cleanly_on_sigterm(home: Path) 
                 [*INFERPROXY, "serve", "--config", str(config)], cwd=REPO, env=env,
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             try:
-                nursery.start_soon(collect, proc.stderr, stderr)
+                stderr_read = trio.Event()
+
+                async def read_stderr() -> None:
+                    await collect(proc.stderr, stderr)
+                    stderr_read.set()
+
+                nursery.start_soon(read_stderr)
                 assert await notify.recv(4096) == b"READY=1"
                 sock_path = home / "run" / "infer.sock"
                 assert (os.lstat(sock_path).st_mode & 0o777) == 0o600
@@ -91,6 +97,7 @@ async def test_serve_forwards_is_ready_and_stops_cleanly_on_sigterm(home: Path) 
                 proc.send_signal(signal.SIGTERM)
                 assert await notify.recv(4096) == b"STOPPING=1"
                 assert await proc.wait() == 0
+                await stderr_read.wait()  # all it wrote, up to its exit
             finally:
                 if proc.returncode is None:
                     proc.kill()
