@@ -201,3 +201,14 @@ def test_settings_map_from_brokerd_runner_table() -> None:
     )
     with pytest.raises(ValueError, match="by digest"):
         settings_from_table(attrs.evolve(table, image="boxmaker-tools:latest"))
+
+
+def test_podman_never_runs_in_brokerds_own_directory(tmp_path: Path) -> None:
+    """conmon writes an `oom` file into podman's working directory: keep it private."""
+    from boxmaker.brokerd.runner._podman import PodmanRuntime
+
+    runtime = PodmanRuntime(SETTINGS, tmp_path / "home",
+                            egress_root=tmp_path / "egress", trial_run=False)
+    work = runtime._private_work_dir()
+    assert work.parent == tmp_path and work != Path.cwd()
+    assert work.stat().st_mode & 0o777 == 0o700

@@ -293,7 +293,9 @@ def limited_run(
         mounts=[],
         command=["python3", "-c", code],
     )
-    return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    # cwd: conmon leaves an `oom` marker in podman's working directory
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False,
+                          cwd=home)
 
 
 FORK_BOMB = """

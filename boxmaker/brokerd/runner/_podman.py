@@ -280,6 +280,7 @@ class PodmanRuntime:
         self._egress_root = egress_root or Path(tempfile.gettempdir()) / (
             f"boxmaker-{self.instance}-egress"
         )
+        self._work_dir = self._egress_root.with_name(f"boxmaker-{self.instance}-work")
         self._trial_run = trial_run
         self._uid = os.getuid()
         self._gid = os.getgid()
@@ -469,7 +470,8 @@ class PodmanRuntime:
     async def _execute(self, argv: list[str], name: str, request: bytes) -> _Exit:
         cap = self.settings.output_max_bytes
         process = await trio.lowlevel.open_process(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            cwd=self._private_work_dir(),
         )
         assert process.stdin and process.stdout and process.stderr
         stdout = b""
@@ -521,6 +523,15 @@ class PodmanRuntime:
                 for pipe in (process.stdin, process.stdout, process.stderr):
                     await pipe.aclose()
         return _Exit(process.returncode, stdout, stderr, too_large, timed_out)
+
+    def _private_work_dir(self) -> Path:
+        """podman's working directory: conmon drops files there (an `oom` marker
+        when the memory limit kills a tool), so never brokerd's own cwd."""
+        self._work_dir.mkdir(mode=0o700, exist_ok=True)
+        st = self._work_dir.lstat()
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != self._uid or st.st_mode & 0o077:
+            raise OSError(f"{self._work_dir} is not a private directory of brokerd's")
+        return self._work_dir
 
     async def _kill(self, name: str) -> None:
         """Kill and remove the container by name (shielded: it runs during cancellation)."""
