@@ -14,9 +14,9 @@ pick_python() {
     return 1
 }
 if [ ! -x "$VENV/bin/python" ]; then
-    PY="$(pick_python)"
-    echo "setting up $VENV with $PY" >&2
-    "$PY" -m venv "$VENV"
+    BASE_PY="$(pick_python)"
+    echo "setting up $VENV with $BASE_PY" >&2
+    "$BASE_PY" -m venv "$VENV"
 fi
 STAMP="$VENV/.boxmaker-installed"
 WANT="$(cat "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)"
