@@ -430,3 +430,25 @@ def test_bxctl_killed_mid_turn_withdraws_the_pending_call(stack_factory: Any) ->
     code, frames = stack.say_json("again")
     assert code == 0 and frames[-1]["done"]["finish"] == "stop"
     verify_audit(stack)
+
+
+def test_hostile_arguments_never_break_the_approval_block(stack_factory: Any) -> None:
+    hostile = "line1\nline2\x1b[2J\u202eevil\u200b" + "B" * (1024 * 1024)
+    stack = stack_factory([tool_round("call-h", "echo", {"text": hostile}),
+                           text_round("expired")],
+                          ttl_ms=1500, grants={"ask.toml": ASK_ECHO})
+    result = stack.bxctl("chat", "--conversation", "c4", "--say", "go")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    for raw in ("\x1b", "\u202e", "\u200b"):
+        assert raw not in out
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("approval "))
+    block = lines[start:start + 5]
+    assert block[1] == "  tool     echo"
+    assert block[2] == "  grant    echo-ask (ask)"
+    assert block[3].startswith("  session  c4 · label public · trusted")
+    # the whole argument on one line, newlines shown as \n, never truncated
+    assert block[4].startswith("  args     text  line1\\nline2\\u{001B}[2J\\u{202E}evil\\u{200B}B")
+    assert block[4].endswith("B" * 1000) and len(block[4]) > 1024 * 1024
+    assert "approve it with: bxctl approve" in lines[start + 5]
