@@ -14,6 +14,7 @@ from typing import Literal
 import trio
 
 from .._streams import send_frame
+from .._unix import PeerCred
 from ..policy._load import GrantsMissing, load_grants, missing_state
 from ..policy._model import GrantState
 from ..proto._convert import U64, JsonObject
@@ -48,7 +49,6 @@ from ._audit_writer import AuditUnavailable
 from ._broker import bad_frame_answer, linger_close, read_request
 from ._context import Daemon
 from ._ledger import NoSuchApproval, NoSuchSession, NotLower, Ruling
-from ._sockets import PeerCred
 
 log = logging.getLogger("brokerd")
 

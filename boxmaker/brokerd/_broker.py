@@ -24,6 +24,7 @@ from typing import Any
 import trio
 
 from .._streams import receive_frame, send_frame
+from .._unix import PeerCred
 from ..proto._convert import U64, JsonObject
 from ..proto._errors import DecodeError, FrameError
 from ..proto._framing import FrameDecoder
@@ -41,7 +42,6 @@ from ._approvals import Answer, PendingApproval
 from ._audit_writer import AuditUnavailable
 from ._context import REQUEST_FRAME_SECONDS, Daemon
 from ._ledger import Ruling
-from ._sockets import PeerCred
 
 log = logging.getLogger("brokerd")
 

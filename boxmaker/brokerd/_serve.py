@@ -24,6 +24,14 @@ import trio
 
 from .. import __version__
 from .._sd import ActivationError, listen_fds, notify, unix_listener
+from .._unix import (
+    ListenerLost,
+    PeerCred,
+    SocketSetupError,
+    accept_loop,
+    bind_unix_listener,
+    peer_credentials,
+)
 from ..policy._load import GrantsWatcher
 from ..proto._audit import GrantsSummary, Start, Stop
 from ..proto._convert import U64
@@ -36,14 +44,6 @@ from ._config import BrokerdConfig
 from ._context import Daemon
 from ._ledger import Ledger
 from ._policy_link import PolicyLink
-from ._sockets import (
-    ListenerLost,
-    PeerCred,
-    SocketSetupError,
-    accept_loop,
-    bind_unix_listener,
-    peer_credentials,
-)
 from ._state import list_sessions, read_state, sync_state_files
 from .runner._echo import EchoRuntime
 from .runner._podman import PodmanRuntime, PodmanSettings

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import os
 import socket
-import struct
 import time
 from pathlib import Path
 
 import click
 import trio
 
+from .._unix import peer_credentials
 from ..proto._convert import U64
 from ..proto._errors import DecodeError
 from ..proto._framing import FrameDecoder, encode_frame
@@ -32,7 +32,6 @@ from ..proto._wire_admin import (
 
 ANSWER_SECONDS = 30.0
 EXIT_UNREACHABLE = 3
-_UCRED = struct.Struct("3i")
 
 
 class DaemonUnreachable(click.ClickException):
@@ -90,8 +89,7 @@ def request(path: Path, body: AdminRequestBody, *, brokerd_uid: int,
             raise _not_sent(path, f"no connection within {timeout:g} s") from None
         except OSError as exc:
             raise _not_sent(path, exc.strerror or type(exc).__name__) from None
-        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
-        _pid, uid, _gid = _UCRED.unpack(raw)
+        uid = peer_credentials(sock).uid
         if uid != brokerd_uid:
             raise _not_sent(
                 path, f"the socket is served by uid {uid}, not by brokerd's uid {brokerd_uid}; "

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import socket
-import struct
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -13,6 +11,7 @@ from pathlib import Path
 import trio
 
 from .._streams import receive_frame, send_frame
+from .._unix import peer_credentials
 from ..proto._convert import U64
 from ..proto._errors import DecodeError
 from ..proto._framing import FrameDecoder
@@ -25,8 +24,6 @@ from ..proto._wire_loop import (
     encode_loop_request,
 )
 from ._admin_client import DaemonUnreachable
-
-_UCRED = struct.Struct("3i")
 
 
 def _show(path: Path) -> str:
@@ -96,8 +93,7 @@ async def open_request(path: Path, body: LoopRequestBody, *,
     except OSError as exc:
         raise _unreachable(path, exc.strerror or type(exc).__name__, sent=False) from None
     async with stream:
-        raw = stream.socket.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
-        _pid, uid, _gid = _UCRED.unpack(raw)
+        uid = peer_credentials(stream.socket).uid
         if uid != loopd_uid:
             raise _unreachable(path, f"the socket is served by uid {uid}, not by loopd's uid "
                                      f"{loopd_uid}; refusing to talk to it", sent=False)

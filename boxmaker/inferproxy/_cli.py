@@ -10,9 +10,10 @@ import click
 import trio
 
 from .. import __version__
+from .._unix import ListenerLost
 from ..proto._escape import escape_text
 from ._config import ConfigError, load_config
-from ._serve import ListenerLost, StartFailed, run
+from ._serve import StartFailed, run
 
 
 class Failed(click.ClickException):

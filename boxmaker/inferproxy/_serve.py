@@ -17,7 +17,6 @@ until SIGTERM or SIGINT, ``STOPPING=1``, remove the socket it bound.
 
 from __future__ import annotations
 
-import errno
 import ipaddress
 import logging
 import os
@@ -32,6 +31,7 @@ import attrs
 import trio
 
 from .. import _sd
+from .._unix import SocketSetupError, accept_loop, bind_unix_listener
 from ..proto._escape import escape_line
 from ._config import ConfigError, InferproxyConfig, key_file_is_shared, read_api_key
 from ._proxy import ProxySettings, handle_connection
@@ -40,20 +40,8 @@ from ._upstream import tls_context
 log = logging.getLogger("inferproxy")
 
 SOCKET_NAME: Final = "infer"
-CAPACITY_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
-TRANSIENT_ERRNOS: Final = frozenset({errno.ECONNABORTED, errno.EPROTO, errno.EPERM,
-                                     errno.EAGAIN, errno.EINTR})
-BACKOFF_FIRST: Final = 0.01
-BACKOFF_MAX: Final = 1.0
-LISTEN_BACKLOG: Final = 128
-
-
 class StartFailed(Exception):
     """inferproxy cannot start: bad config, socket path, key or CA file (the setup's fault)."""
-
-
-class ListenerLost(Exception):
-    """The listening socket failed in a way that is not resource exhaustion."""
 
 
 @attrs.frozen(kw_only=True)
@@ -109,107 +97,13 @@ def _is_loopback(host: str) -> bool:
 # -- the socket ----------------------------------------------------------------------
 
 
-def _check_components(path: Path) -> None:
-    current = Path("/")
-    for part in path.parts[1:]:
-        current = current / part
-        try:
-            st = os.lstat(current)
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            raise StartFailed(f"{_show(current)} cannot be examined ({exc.strerror})") from exc
-        if stat.S_ISLNK(st.st_mode):
-            raise StartFailed(
-                f"{_show(current)} is a symbolic link; socket paths may not pass through one"
-            )
-
-
-def _prepare_dir(directory: Path) -> None:
-    own_uid = os.getuid()
-    try:
-        st = os.lstat(directory)
-    except FileNotFoundError:
-        try:
-            os.makedirs(directory.parent, mode=0o700, exist_ok=True)
-            os.mkdir(directory, 0o700)
-            os.chmod(directory, 0o700)
-        except OSError as exc:
-            raise StartFailed(
-                f"the socket directory {_show(directory)} cannot be created ({exc.strerror})"
-            ) from exc
-        _check_components(directory)
-        return
-    except OSError as exc:
-        raise StartFailed(f"{_show(directory)} cannot be examined ({exc.strerror})") from exc
-    if not stat.S_ISDIR(st.st_mode):
-        raise StartFailed(f"{_show(directory)} is not a directory")
-    if st.st_uid != own_uid:
-        raise StartFailed(f"the socket directory {_show(directory)} belongs to uid"
-                          f" {st.st_uid}, not to inferproxy's uid {own_uid}")
-    if st.st_mode & 0o022:
-        raise StartFailed(f"the socket directory {_show(directory)} is writable by group or"
-                          f" others (mode {stat.S_IMODE(st.st_mode):04o})")
-
-
-def _is_stale(path: Path) -> bool:
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    probe.setblocking(False)
-    try:
-        probe.connect(os.fsencode(path))
-    except (ConnectionRefusedError, FileNotFoundError):
-        return True
-    except OSError:
-        return False
-    finally:
-        probe.close()
-    return False
-
-
-def _clear(path: Path) -> None:
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise StartFailed(f"{_show(path)} cannot be examined ({exc.strerror})") from exc
-    if not stat.S_ISSOCK(st.st_mode):
-        raise StartFailed(f"{_show(path)} exists and is not a socket; inferproxy will not"
-                          " replace it")
-    if not _is_stale(path):
-        raise StartFailed(f"something is already listening on {_show(path)}")
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise StartFailed(f"the stale socket {_show(path)} cannot be removed"
-                          f" ({exc.strerror})") from exc
-
-
 def bind_listener(path: Path) -> socket.socket:
     """Check `path` and its directory, bind a 0600 Unix socket there and listen."""
-    path = Path(os.path.abspath(path))
-    if path.parent == Path("/"):
-        raise StartFailed(f"{_show(path)} would sit directly in /")
-    if len(os.fsencode(path)) >= 108:
-        raise StartFailed(f"{_show(path)} is too long for a Unix socket (107 bytes at most)")
-    _check_components(path)
-    _prepare_dir(path.parent)
-    _clear(path)
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
     try:
-        old_umask = os.umask(0o177)
-        try:
-            sock.bind(os.fsencode(path))
-        finally:
-            os.umask(old_umask)
-        os.chmod(path, 0o600)
-        sock.listen(LISTEN_BACKLOG)
-    except OSError as exc:
-        sock.close()
-        raise StartFailed(f"{_show(path)} cannot be bound ({exc.strerror})") from exc
-    return sock
+        return bind_unix_listener(path, shared_dir=False, open_socket=False,
+                                  own_uid=os.getuid())
+    except SocketSetupError as exc:
+        raise StartFailed(str(exc)) from exc
 
 
 def open_listener(config: InferproxyConfig) -> Listener:
@@ -273,24 +167,13 @@ async def serve(settings: ProxySettings, sock: socket.socket, *,
     1 s); any other failure of the listener raises `ListenerLost`.
     """
     listener = trio.socket.from_stdlib_socket(sock)
-    backoff = BACKOFF_FIRST
+
+    async def handle(conn: trio.socket.SocketType) -> None:
+        await _handle(trio.SocketStream(conn), settings)
+
     async with trio.open_nursery() as nursery:
         task_status.started()
-        while True:
-            try:
-                conn, _ = await listener.accept()
-            except OSError as exc:
-                if exc.errno in CAPACITY_ERRNOS:
-                    log.warning("accepting paused for %.2f s: %s", backoff,
-                                os.strerror(exc.errno or 0))
-                    await trio.sleep(backoff)
-                    backoff = min(backoff * 2, BACKOFF_MAX)
-                    continue
-                if exc.errno in TRANSIENT_ERRNOS:
-                    continue
-                raise ListenerLost(f"the listener failed ({exc.strerror or exc})") from exc
-            backoff = BACKOFF_FIRST
-            nursery.start_soon(_handle, trio.SocketStream(conn), settings)
+        await accept_loop(listener, handle, nursery, name="infer.sock")
 
 
 async def run(config: InferproxyConfig) -> None:

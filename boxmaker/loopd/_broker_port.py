@@ -27,7 +27,7 @@ import attrs
 import trio
 
 from .._streams import receive_frame, send_frame
-from ..brokerd._sockets import peer_credentials
+from .._unix import peer_credentials
 from ..proto._convert import U64, JsonObject
 from ..proto._errors import DecodeError
 from ..proto._framing import FrameDecoder

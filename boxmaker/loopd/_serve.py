@@ -21,7 +21,7 @@ import trio
 
 from .. import __version__, _sd
 from .._streams import receive_frame, send_frame
-from ..brokerd._sockets import accept_loop, bind_unix_listener, peer_credentials
+from .._unix import accept_loop, bind_unix_listener, peer_credentials
 from ..proto._convert import U64
 from ..proto._errors import DecodeError
 from ..proto._escape import escape_line

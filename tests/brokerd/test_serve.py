@@ -234,7 +234,7 @@ async def test_podman_missing_is_runner_unavailable(nursery: trio.Nursery) -> No
 
 
 async def test_a_lost_listener_stops_brokerd(home: Home) -> None:
-    from boxmaker.brokerd._sockets import ListenerLost
+    from boxmaker._unix import ListenerLost
 
     lost: list[BaseException] = []
     try:

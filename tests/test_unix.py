@@ -14,7 +14,7 @@ import pytest
 import trio
 import trio.testing
 
-from boxmaker.brokerd._sockets import (
+from boxmaker._unix import (
     BACKOFF_MAX,
     ListenerLost,
     SocketSetupError,

@@ -1,11 +1,13 @@
-"""brokerd's Unix sockets (05-brokerd "Serving"): binding safely, peer checks, accepting.
+"""Unix sockets for every daemon (05-brokerd "Serving"): binding safely, peer checks, accepting.
 
-Binding refuses (SocketSetupError, `#brokerd-start-failed`) when the socket
-would sit directly in `/`, when any existing component of its path is a
-symbolic link, when an existing socket directory is not owned by brokerd's uid
-or is writable by group or others, or when the path holds something that is
-not a stale socket.  A missing directory is created with mode 0700 (only
-brokerd's own uid may connect) or 0711; socket files are 0600 or 0666.
+brokerd, loopd and inferproxy bind the same way.  Binding refuses
+(SocketSetupError; each daemon adds its own start-failed pointer) when the
+socket would sit directly in `/`, when any existing component of its path is
+a symbolic link, when an existing socket directory is not owned by the
+daemon's uid or is writable by group or others, or when the path holds
+something that is not a stale socket.  A missing directory is created with
+mode 0700 (only the daemon's own uid may connect) or 0711; socket files are
+0600 or 0666 (then SO_PEERCRED is the gate).
 
 The accept loop pauses (backing off up to 1 s) when descriptors or memory run
 out and raises ListenerLost on any other failure of the listener.
@@ -25,7 +27,7 @@ from pathlib import Path
 import attrs
 import trio
 
-log = logging.getLogger("brokerd")
+log = logging.getLogger("boxmaker.sockets")
 
 CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 """Running out of descriptors or memory: pause the listener, do not stop."""
@@ -39,7 +41,7 @@ _UCRED = struct.Struct("3i")
 
 
 class SocketSetupError(Exception):
-    """A socket path that brokerd refuses to bind (the environment's fault)."""
+    """A socket path that a daemon refuses to bind (the environment's fault)."""
 
 
 class ListenerLost(Exception):
@@ -106,7 +108,7 @@ def prepare_socket_dir(directory: Path, *, shared: bool, own_uid: int) -> None:
     if st.st_uid != own_uid:
         raise SocketSetupError(
             f"the socket directory {_show(directory)} belongs to uid {st.st_uid}, "
-            f"not to brokerd's uid {own_uid}"
+            f"not to this daemon's uid {own_uid}"
         )
     if st.st_mode & 0o022:
         raise SocketSetupError(
@@ -150,7 +152,7 @@ def clear_socket_path(path: Path) -> None:
         raise SocketSetupError(f"{_show(path)} cannot be examined ({exc.strerror})") from exc
     if not stat.S_ISSOCK(st.st_mode):
         raise SocketSetupError(
-            f"{_show(path)} exists and is not a socket; brokerd will not replace it"
+            f"{_show(path)} exists and is not a socket; it will not be replaced"
         )
     if not _is_stale_socket(path):
         raise SocketSetupError(f"something is already listening on {_show(path)}")
@@ -168,7 +170,7 @@ def bind_unix_listener(path: Path, *, shared_dir: bool, open_socket: bool,
                        own_uid: int) -> socket.socket:
     """Check `path`, create or check its directory, bind and listen.
 
-    `shared_dir`: some uid other than brokerd's may connect to a socket in this
+    `shared_dir`: some uid other than the daemon's may connect to a socket in this
     directory (0711 instead of 0700).  `open_socket`: some other uid may
     connect to this socket (0666 instead of 0600; SO_PEERCRED is then the gate).
     """
