@@ -19,6 +19,7 @@ any other wrong type (booleans, `note`) is G2.  (docs/decisions.md)
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import re
@@ -30,6 +31,7 @@ import attrs
 
 from ..proto._args import FILE_TOOLS, READ_TOOLS, TOOLS, ToolName
 from ..proto._grammar import host_problem, path_problem, port_problem
+from ..proto._json import type_word
 from ..proto._taint import LABELS, Label
 from ._model import (
     MODES,
@@ -104,19 +106,14 @@ def _q(value: object) -> str:
 
 
 def _type_word(value: object) -> str:
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a float"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
+    """TOML's name for a value's type: JSON's, but tables, floats and dates by name."""
     if isinstance(value, dict):
         return "a table"
-    return "a date or time"
+    if isinstance(value, float):
+        return "a float"
+    if isinstance(value, (dt.date, dt.time)):
+        return "a date or time"
+    return type_word(value)
 
 
 class _TableCheck:
