@@ -9,15 +9,13 @@ file and the environment.
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path
 from typing import Literal
 
 import attrs
 
 from .._paths import boxmaker_home, default_socket, under
-from ..proto._convert import structure
-from ..proto._errors import DecodeError
+from .._toml import TomlFileError, parse_toml
 
 TTL_MS_MAX = 86_400_000
 """A day: the longest an approval may wait."""
@@ -172,14 +170,8 @@ def _check(raw: BrokerdFile) -> None:
 def parse_config(data: bytes, source: Path | None, *, own_uid: int | None = None) -> BrokerdConfig:
     """Parse brokerd.toml's bytes and resolve every default."""
     try:
-        document = tomllib.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"not valid UTF-8 at byte {exc.start}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"not valid TOML: {exc}") from exc
-    try:
-        raw: BrokerdFile = structure(document, BrokerdFile)
-    except DecodeError as exc:
+        raw = parse_toml(data, BrokerdFile)
+    except TomlFileError as exc:
         raise ConfigError(str(exc)) from exc
     return resolve(raw, source, own_uid=own_uid)
 

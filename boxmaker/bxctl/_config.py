@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path
 
 import attrs
 
 from .._paths import boxmaker_home, default_socket, under
-from ..proto import DecodeError, structure
+from .._toml import TomlFileError, read_toml
 
 
 @attrs.frozen(kw_only=True)
@@ -51,10 +50,9 @@ def load_config(path: Path | None) -> BxctlConfig:
     raw: BxctlFile
     if path.exists() or explicit:
         try:
-            data = tomllib.loads(path.read_bytes().decode("utf-8"))
-            raw = structure(data, BxctlFile)
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, DecodeError) as exc:
-            raise ConfigError(f"{path}: {exc}") from exc
+            raw = read_toml(path, BxctlFile)
+        except TomlFileError as exc:
+            raise ConfigError(str(exc)) from exc
         source: Path | None = path
     else:
         raw = BxctlFile()

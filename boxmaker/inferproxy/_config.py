@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import stat
-import tomllib
 import urllib.parse
 from pathlib import Path
 from typing import Final, Literal
@@ -24,8 +23,7 @@ from typing import Final, Literal
 import attrs
 
 from .._paths import boxmaker_home, default_socket, under
-from ..proto._convert import structure
-from ..proto._errors import DecodeError
+from .._toml import TomlFileError, read_toml
 from ..proto._escape import escape_line
 
 DEFAULT_MAX_REQUEST_BYTES: Final = 8 * 1024 * 1024
@@ -155,14 +153,9 @@ def load_config(path: Path | None) -> InferproxyConfig:
     if path is None:
         path = default_config_path()
     try:
-        data = tomllib.loads(path.read_bytes().decode("utf-8"))
-        raw: InferproxyFile = structure(data, InferproxyFile)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from exc
-    except (tomllib.TOMLDecodeError, DecodeError) as exc:
-        raise ConfigError(f"{path}: {exc}") from exc
+        raw = read_toml(path, InferproxyFile)
+    except TomlFileError as exc:
+        raise ConfigError(str(exc)) from exc
     try:
         return resolve(raw, path)
     except ConfigError as exc:

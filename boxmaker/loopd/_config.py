@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import math
 import os
-import tomllib
 from pathlib import Path
 
 import attrs
 
 from .._paths import boxmaker_home, default_socket, under
-from ..proto._convert import structure
-from ..proto._errors import DecodeError
+from .._toml import TomlFileError, read_toml
 from ._http import Endpoint, Timeouts
 from ._tools import KNOWN_TOOLS
 
@@ -237,14 +235,9 @@ def load_config(path: Path | None) -> LoopdConfig:
     if not explicit and not path.exists():
         return resolve(LoopdFile(), None)
     try:
-        data = tomllib.loads(path.read_bytes().decode("utf-8"))
-        raw: LoopdFile = structure(data, LoopdFile)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from exc
-    except (tomllib.TOMLDecodeError, DecodeError) as exc:
-        raise ConfigError(f"{path}: {exc}") from exc
+        raw = read_toml(path, LoopdFile)
+    except TomlFileError as exc:
+        raise ConfigError(str(exc)) from exc
     try:
         return resolve(raw, path)
     except ConfigError as exc:
