@@ -21,36 +21,6 @@ from ._convert import U64_MAX, InvalidValue, structure, unstructure
 from ._errors import DecodeError
 from ._json import dumps_bytes, loads_object, type_word
 
-__all__ = [
-    "DENIAL_CODES",
-    "DENIAL_RUNBOOKS",
-    "ERROR_CODES",
-    "ERROR_RUNBOOKS",
-    "MAX_TOOL_CHARS",
-    "NAME_PATTERN",
-    "VERSION",
-    "BadVersion",
-    "DenialCode",
-    "ErrorAnswer",
-    "ErrorCode",
-    "Ok",
-    "check_hex64",
-    "check_name",
-    "check_optional_name",
-    "check_runbook",
-    "check_tool",
-    "check_ts",
-    "error_answer",
-    "error_frame",
-    "expect",
-    "format_ts",
-    "is_name",
-    "is_ts",
-    "parse_ts",
-    "peek_id",
-    "ts_from_unix",
-]
-
 VERSION: Final = 1
 
 # --- errors -----------------------------------------------------------------

@@ -27,37 +27,6 @@ from ._wire import (
     tag_table,
 )
 
-__all__ = [
-    "ADMIN_ANSWER_TAGS",
-    "ADMIN_REQUEST_TAGS",
-    "AdminAnswer",
-    "AdminRequest",
-    "AdminRequestBody",
-    "Approval",
-    "ApprovalList",
-    "ApprovalRequest",
-    "ApprovalsRequest",
-    "ApproveRequest",
-    "AuditStatus",
-    "DeclassifyRequest",
-    "GrantProblem",
-    "GrantRule",
-    "GrantsCheckRequest",
-    "GrantsReport",
-    "GrantsStatus",
-    "RefuseRequest",
-    "RunnerKind",
-    "RunnerStatus",
-    "SessionInfo",
-    "SessionRequest",
-    "Status",
-    "StatusRequest",
-    "decode_admin_answer",
-    "decode_admin_request",
-    "encode_admin_answer",
-    "encode_admin_request",
-]
-
 # --- requests -------------------------------------------------------------------
 
 

@@ -28,22 +28,6 @@ from ._wire import (
     tag_table,
 )
 
-__all__ = [
-    "BROKER_ANSWER_TAGS",
-    "BROKER_REQUEST_TAGS",
-    "BrokerAnswer",
-    "BrokerRequest",
-    "Call",
-    "Denied",
-    "Pending",
-    "Result",
-    "ResultStatus",
-    "decode_broker_answer",
-    "decode_broker_request",
-    "encode_broker_answer",
-    "encode_broker_request",
-]
-
 
 @attrs.frozen(kw_only=True)
 class Call:

@@ -27,44 +27,6 @@ from ._wire import (
 )
 from ._wire_broker import ResultStatus
 
-__all__ = [
-    "EVENT_TAGS",
-    "LOOP_FRAME_TAGS",
-    "LOOP_REQUEST_TAGS",
-    "MAX_SAY_BYTES",
-    "ApprovalPendingEvent",
-    "BrokerLinkStatus",
-    "ConversationSummary",
-    "Conversations",
-    "ConversationsRequest",
-    "Done",
-    "Event",
-    "Finish",
-    "FunctionCall",
-    "History",
-    "HistoryMessage",
-    "HistoryRequest",
-    "InferenceStatus",
-    "LoopFrame",
-    "LoopRequest",
-    "LoopRequestBody",
-    "LoopStatus",
-    "LoopStatusRequest",
-    "MessageToolCall",
-    "Role",
-    "SayRequest",
-    "TextEvent",
-    "ToolCallEvent",
-    "ToolDeniedCode",
-    "ToolDeniedEvent",
-    "ToolResultEvent",
-    "Usage",
-    "decode_loop_frame",
-    "decode_loop_request",
-    "encode_loop_frame",
-    "encode_loop_request",
-]
-
 MAX_SAY_BYTES: Final = 64 * 1024
 
 # --- requests -------------------------------------------------------------------
