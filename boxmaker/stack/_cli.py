@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -32,6 +33,23 @@ def _configured_upstream(home: Path) -> str | None:
         return None
     upstream = data.get("upstream")
     return upstream if isinstance(upstream, str) else None
+
+
+def find_tools_image(podman: str = "podman") -> str | None:
+    """The newest tools image that scripts/build-tools-image made, as sha256:ID."""
+    try:
+        done = subprocess.run(
+            [podman, "images", "--noheading", "--no-trunc", "--format", "{{.ID}}",
+             "--filter", "reference=localhost/boxmaker-tools"],
+            capture_output=True, text=True, timeout=30, check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    ids = [line.strip() for line in done.stdout.splitlines() if line.strip()]
+    if done.returncode != 0 or not ids:
+        return None
+    newest = ids[0]
+    return newest if newest.startswith("sha256:") else f"sha256:{newest}"
 
 
 def _probe_server(upstream: str) -> tuple[int, int] | None:
@@ -98,7 +116,11 @@ def up(home: Path | None, url: str | None, local_model: bool, no_chat: bool) -> 
     slots, n_ctx = 4, 262144
     if not (home / "loopd.toml").exists():
         slots, n_ctx = _probe_server(upstream) or (slots, n_ctx)
-    starter = write_starter_home(home, upstream=upstream, slots=slots, n_ctx_per_slot=n_ctx)
+    image = None if (home / "brokerd.toml").exists() else find_tools_image()
+    starter = write_starter_home(home, upstream=upstream, slots=slots, n_ctx_per_slot=n_ctx,
+                                 tools_image=image)
+    if image is not None and starter.created:
+        click.echo(f"tools run in podman containers from image {image}", err=True)
     for path in starter.created:
         click.echo(f"created {path}")
     if starter.created:

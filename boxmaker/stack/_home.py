@@ -26,6 +26,25 @@ def _toml_str(value: str | Path) -> str:
     return json.dumps(str(value))
 
 
+def _runner_table(tools_image: str | None) -> str:
+    """podman with the tools image when there is one; else the refusing runner."""
+    if tools_image is None:
+        return (
+            "# No tools image was found: every allowed call is answered runner_unavailable.\n"
+            "# Build one with scripts/build-tools-image, then set kind = \"podman\" and image.\n"
+            "[runner]\n"
+            'kind = "refusing"\n'
+        )
+    return (
+        "[runner]\n"
+        'kind = "podman"\n'
+        f"image = {_toml_str(tools_image)}\n"
+        'oci_runtime = "runc"                  # crun refuses hybrid cgroups on many hosts\n'
+        "nofile = 1024\n"
+        "nproc = 512\n"
+    )
+
+
 def _write_new(path: Path, text: str, created: list[Path], mode: int = 0o600) -> None:
     if path.exists():
         return
@@ -41,7 +60,7 @@ def write_starter_home(
     *,
     upstream: str,
     demo_notes: Path | None = None,
-    runner: str = "refusing",
+    tools_image: str | None = None,
     slots: int = 4,
     n_ctx_per_slot: int = 262144,
 ) -> StarterHome:
@@ -63,9 +82,7 @@ admin = {_toml_str(run / "admin.sock")}
 [approvals]
 ttl_ms = 600000
 
-[runner]
-kind = {_toml_str(runner)}
-""",
+{_runner_table(tools_image)}""",
         created,
     )
     _write_new(

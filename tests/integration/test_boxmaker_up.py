@@ -11,11 +11,13 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from boxmaker.stack._cli import find_tools_image
 from tests.fakes.pty import Pty
 
 REPO = Path(__file__).resolve().parents[2]
@@ -23,41 +25,73 @@ BOXMAKER = Path(sys.executable).parent / "boxmaker"
 
 
 @pytest.fixture
-def fake_llama(tmp_path: Path) -> Iterator[str]:
-    script = tmp_path / "llama.json"
-    script.write_text(json.dumps({
-        "props": {"total_slots": 2, "n_ctx": 4096, "supports_tool_calls": True},
-        "turns": [{"steps": [{"role": "assistant"}, {"text": "Hello from the fake model."},
-                             {"finish": "stop"}, {"usage": True}]}],
-    }))
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.fakes.llama_server", "--script", str(script),
-         "--port", "0"], cwd=REPO, stdout=subprocess.PIPE, text=True,
-    )
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    assert line.startswith("listening on http://"), line
-    yield line.split("listening on ", 1)[1].strip()
-    process.terminate()
-    process.wait(timeout=30)
-    process.stdout.close()
+def fake_llama(tmp_path: Path) -> Iterator[Callable[[list[dict[str, Any]]], str]]:
+    processes: list[subprocess.Popen[str]] = []
+
+    def start(turns: list[dict[str, Any]]) -> str:
+        script = tmp_path / "llama.json"
+        script.write_text(json.dumps({
+            "props": {"total_slots": 2, "n_ctx": 4096, "supports_tool_calls": True},
+            "turns": turns,
+        }))
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tests.fakes.llama_server", "--script", str(script),
+             "--port", "0"], cwd=REPO, stdout=subprocess.PIPE, text=True,
+        )
+        processes.append(process)
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line.startswith("listening on http://"), line
+        return line.split("listening on ", 1)[1].strip()
+
+    yield start
+    for process in processes:
+        process.terminate()
+        process.wait(timeout=30)
+        if process.stdout:
+            process.stdout.close()
 
 
-def test_up_writes_a_home_starts_everything_chats_and_stops(fake_llama: str) -> None:
+def test_up_writes_a_home_starts_everything_chats_and_stops(
+    fake_llama: Callable[[list[dict[str, Any]]], str],
+) -> None:
     root = Path(tempfile.mkdtemp(prefix="bxup", dir="/tmp"))
     home, user = root / "home", root / "user"
     user.mkdir()
+    notes = user / "boxmaker-demo" / "notes"
+    url = fake_llama([
+        {"steps": [{"role": "assistant"}, {"text": "Hello from the fake model."},
+                   {"finish": "stop"}, {"usage": True}]},
+        {"steps": [{"role": "assistant"},
+                   {"tool_call": {"index": 0, "id": "c1", "name": "list_dir",
+                                  "arguments": [json.dumps({"path": str(notes)})]}},
+                   {"finish": "tool_calls"}, {"usage": True}]},
+        {"steps": [{"role": "assistant"}, {"text": "Listed."}, {"finish": "stop"},
+                   {"usage": True}]},
+    ])
     env = dict(os.environ, HOME=str(user))
     env.pop("XDG_RUNTIME_DIR", None)
     env.pop("BOXMAKER_HOME", None)
-    up = Pty([str(BOXMAKER), "up", "--home", str(home), "--inference", fake_llama], env=env)
+    up = Pty([str(BOXMAKER), "up", "--home", str(home), "--inference", url], env=env)
     try:
         screen = up.expect(b"you> ", timeout=120).decode(errors="replace")
         assert "inference server: 2 slots, 4096 tokens of context per slot" in screen
         assert "loopd is ready" in screen and "brokerd is ready" in screen
-        assert "tools cannot run here" in screen  # the refusing runner, said in the banner
+        if find_tools_image() is None:  # the refusing runner, said in the banner
+            assert "tools cannot run here" in screen
+        else:  # the podman runner with the tools image, checked by brokerd at start
+            assert "tools cannot run here" not in screen
+            assert "tools run in podman containers from image sha256:" in screen
         up.type("hello\n")
         up.expect(b"Hello from the fake model.")
+        up.expect(b"you> ")
+        # the demo grant allows list_dir on the demo notes: through brokerd to the runner
+        up.type("what is in my notes?\n")
+        screen = up.expect(b"Listed.", timeout=120).decode(errors="replace")
+        if find_tools_image() is None:
+            assert "list_dir denied (runner_unavailable)" in screen
+        else:
+            assert "✓ list_dir ok" in screen
         up.expect(b"you> ")
     finally:
         code = up.close()
@@ -76,4 +110,5 @@ def test_up_writes_a_home_starts_everything_chats_and_stops(fake_llama: str) -> 
                                capture_output=True, check=False)
         assert probe.returncode != 0, f"{sock} still accepts connections"
     conversation = (home / "conversations" / "default.jsonl").read_text().splitlines()
-    assert [json.loads(line)["role"] for line in conversation] == ["user", "assistant"]
+    assert [json.loads(line)["role"] for line in conversation] == [
+        "user", "assistant", "user", "assistant", "tool", "assistant"]
