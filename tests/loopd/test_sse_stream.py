@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from functools import partial
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +11,6 @@ import trio.testing
 
 from boxmaker.loopd._http import (
     MAX_ERROR_BODY,
-    Endpoint,
     InferenceClosed,
     InferenceHTTPError,
     InferenceProtocolError,
@@ -22,43 +18,8 @@ from boxmaker.loopd._http import (
     InferenceTimeout,
     Timeouts,
 )
-from boxmaker.loopd._sse import SSEEvent, SSEParser
 from boxmaker.loopd._sse_stream import open_sse
-from tests.fakes.llama_server import FakeLlamaServer, capture_body
-
-RUNBOOK = "docs/runbook.md#inference-unavailable"
-CHAT = "/v1/chat/completions"
-BODY = json.dumps({"model": "local", "stream": True, "messages": []}).encode()
-LONG = Timeouts(connect_s=10, first_event_s=300, idle_s=60, total_s=None)
-
-
-@pytest.fixture(params=["tcp", "unix"])
-async def serve(
-    request: pytest.FixtureRequest, nursery: trio.Nursery, tmp_path: Path
-) -> AsyncIterator[Any]:
-    async def start(script: dict[str, Any]) -> tuple[FakeLlamaServer, Endpoint]:
-        fake = FakeLlamaServer(script)
-        if request.param == "unix":
-            endpoint = await nursery.start(partial(fake.serve, unix_socket=tmp_path / "l.sock"))
-        else:
-            endpoint = await nursery.start(fake.serve)
-        return fake, endpoint
-
-    yield start
-
-
-async def collect(endpoint: Endpoint, timeouts: Timeouts = LONG) -> list[SSEEvent]:
-    events = []
-    async with open_sse(endpoint, CHAT, BODY, timeouts=timeouts) as stream:
-        async for event in stream:
-            events.append(event)
-    return events
-
-
-def expected_events(name: str) -> list[SSEEvent]:
-    events = SSEParser().feed(capture_body(name))  # checked against an oracle in test_sse
-    return [e for e in events if e.data != "[DONE]"]
-
+from tests.fakes.sse_client import BODY, CHAT, LONG, RUNBOOK, collect, expected_events
 
 # -- replays of the real captures -----------------------------------------------
 
