@@ -7,7 +7,6 @@ with the image missing brokerd still serves and answers runner_unavailable.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -15,30 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
 from tests.fakes.brokerd import Home, call_request, request, start
+from tests.fakes.podman import tools_image
 
 pytestmark = pytest.mark.podman
-
-
-def tools_image() -> str:
-    why = None
-    if shutil.which("podman") is None:
-        why = "podman is not installed (scripts/get-podman)"
-    else:
-        done = subprocess.run(
-            [str(REPO / "scripts" / "build-tools-image"), "--check"],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=120,
-        )
-        if done.returncode == 0:
-            return done.stdout.strip()
-        why = "no tools image for the current toolkit sources (scripts/build-tools-image)"
-    if os.environ.get("BOXMAKER_CI") == "1":
-        pytest.fail(why)
-    pytest.skip(why)
 
 
 def read_grant(directory: Path) -> str:

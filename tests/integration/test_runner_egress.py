@@ -41,31 +41,11 @@ from boxmaker.brokerd.runner._podman import (
     instance_id,
 )
 from boxmaker.brokerd.runner._spec import RunSpec, build_run_spec
-from tests.conftest import REPO
+from tests.fakes.podman import tools_image
 
 pytestmark = pytest.mark.podman
 
 HOST = "boxmaker-test.internal"
-
-
-def tools_image() -> str:
-    why = None
-    if shutil.which("podman") is None:
-        why = "podman is not installed (scripts/get-podman)"
-    else:
-        done = subprocess.run(
-            [str(REPO / "scripts" / "build-tools-image"), "--check"],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=120,
-        )
-        if done.returncode == 0:
-            return done.stdout.strip()
-        why = "no tools image for the current toolkit sources (scripts/build-tools-image)"
-    if os.environ.get("BOXMAKER_CI") == "1":
-        pytest.fail(why)
-    pytest.skip(why)
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -32,30 +31,9 @@ from boxmaker.brokerd.runner._podman import (
     instance_id,
 )
 from boxmaker.brokerd.runner._spec import RunSpec, build_run_spec
-from tests.conftest import REPO
+from tests.fakes.podman import tools_image
 
 pytestmark = pytest.mark.podman
-
-
-def tools_image() -> str:
-    """The tools image for the current sources, or skip (fail under BOXMAKER_CI=1)."""
-    why = None
-    if shutil.which("podman") is None:
-        why = "podman is not installed (scripts/get-podman)"
-    else:
-        done = subprocess.run(
-            [str(REPO / "scripts" / "build-tools-image"), "--check"],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=120,
-        )
-        if done.returncode == 0:
-            return done.stdout.strip()
-        why = "no tools image for the current toolkit sources (scripts/build-tools-image)"
-    if os.environ.get("BOXMAKER_CI") == "1":
-        pytest.fail(why)
-    pytest.skip(why)
 
 
 @pytest.fixture(scope="module")
