@@ -8,6 +8,8 @@
   environment so that children do not inherit them.
 - `unix_listener(sockets, name)`: the one listening Unix stream socket of that
   name, or None; anything else under the name is refused (`ActivationError`).
+  It calls listen() again, so that clients' SO_PEERCRED names this daemon and
+  not systemd.
 - `notify(state)`: one datagram to ``NOTIFY_SOCKET`` (sd_notify(3)): a path, or
   an abstract name written ``@name``.  Returns False when there is no socket
   to tell or the datagram cannot be sent; readiness is advisory, never fatal.
@@ -24,6 +26,7 @@ from typing import Final
 
 LISTEN_FDS_START: Final = 3
 NOTIFY_TIMEOUT_S: Final = 2.0
+ACTIVATED_BACKLOG: Final = 128
 _ENV_KEYS: Final = ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES")
 
 
@@ -87,6 +90,15 @@ def unix_listener(sockets: Mapping[str, list[socket.socket]], name: str) -> sock
         )
     if not _is_listening(sock):
         raise ActivationError(f"the socket named {name!r} from systemd is not listening")
+    # A client's SO_PEERCRED reports whoever last called listen() on the socket:
+    # systemd (uid 0) until we do.  Listening again makes the kernel report this
+    # daemon's own uid, which is what bxctl and loopd check the server against.
+    try:
+        sock.listen(ACTIVATED_BACKLOG)
+    except OSError as exc:
+        raise ActivationError(
+            f"the socket named {name!r} from systemd cannot be listened on ({exc.strerror})"
+        ) from exc
     return sock
 
 

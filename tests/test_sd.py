@@ -7,6 +7,7 @@ import os
 import secrets
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -164,3 +165,46 @@ def test_sockets_passed_by_systemd_socket_activate_arrive_by_name(short_dir: Pat
         "listener": True,
         "env_left": [],
     }
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root to start the daemon as another uid")
+def test_clients_see_the_daemons_uid_not_the_activators(short_dir: Path) -> None:
+    """SO_PEERCRED names whoever called listen() last: root here, until the daemon does."""
+    path = short_dir / "loop.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    os.chmod(path, 0o666)
+    listener.listen(8)  # as "systemd" (uid 0)
+    ready_read, ready_write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the daemon: the socket at fd 3 as systemd hands it, another uid
+        status = 1
+        try:
+            os.close(ready_read)
+            os.dup2(listener.fileno(), 3)
+            os.setgid(65534)
+            os.setuid(65534)
+            os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS="1",
+                              LISTEN_FDNAMES="loop")
+            taken = _sd.unix_listener(_sd.listen_fds(), "loop")
+            assert taken is not None
+            os.write(ready_write, b"ready")
+            conn, _ = taken.accept()
+            conn.close()
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(ready_write)
+    try:
+        assert os.read(ready_read, 16) == b"ready"
+        client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        client.connect(str(path))
+        raw = client.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        _pid, uid, _gid = struct.unpack("3i", raw)
+        client.close()
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(ready_read)
+        listener.close()
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert uid == 65534

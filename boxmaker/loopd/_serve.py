@@ -333,9 +333,12 @@ async def serve(
 ) -> None:
     """Bind (or take) loop.sock, run the self-test, report ready, serve until cancelled."""
     daemon = daemon_factory(config)
-    activated = _sd.listen_fds().get("loop", [])
-    if activated:
-        listener = activated[0]
+    try:
+        activated = _sd.unix_listener(_sd.listen_fds(), "loop")
+    except _sd.ActivationError as exc:
+        raise StartFailed(f"loopd: {exc} docs/runbook.md#loopd-start-failed") from exc
+    if activated is not None:
+        listener = activated
     else:
         own = os.getuid()
         shared = any(uid != own for uid in config.owner_uids)
