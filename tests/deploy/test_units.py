@@ -238,7 +238,8 @@ def test_socket_names_are_the_ones_the_daemons_look_for() -> None:
     brokerd = (REPO / "boxmaker/brokerd/_serve.py").read_text()
     assert 'unix_listener(activated, "broker")' in brokerd
     assert 'unix_listener(activated, "admin")' in brokerd
-    assert '.get("loop"' in (REPO / "boxmaker/loopd/_serve.py").read_text()
+    loopd = (REPO / "boxmaker/loopd/_serve.py").read_text()
+    assert 'unix_listener(_sd.listen_fds(), "loop")' in loopd
     assert INFERPROXY_SOCKET_NAME == "infer"
 
 
