@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 import tomllib
+from functools import partial
 from pathlib import Path
 
 import click
@@ -14,6 +15,15 @@ import trio
 from .. import __version__
 from .._paths import boxmaker_home
 from ._home import write_starter_home
+from ._local import (
+    N_CTX_PER_SLOT,
+    SLOTS,
+    LocalModel,
+    LocalModelMissing,
+    free_port,
+    prepare,
+    wait_healthy,
+)
 from ._up import ChildFailed, ChildSpec, run_stack
 
 _URL = re.compile(r"https?://[^\s/?#]+(:[0-9]{1,5})?/?")
@@ -50,6 +60,25 @@ def find_tools_image(podman: str = "podman") -> str | None:
         return None
     newest = ids[0]
     return newest if newest.startswith("sha256:") else f"sha256:{newest}"
+
+
+LOCAL_PORT_FILE = "local-model.port"
+
+
+def _prepare_local(home: Path) -> tuple[LocalModel, int]:
+    """The built local model, and its port (chosen free once, then kept in the home)."""
+    try:
+        local = prepare()
+    except LocalModelMissing as exc:
+        raise click.ClickException(str(exc)) from exc
+    port_file = home / LOCAL_PORT_FILE
+    try:
+        port = int(port_file.read_text(encoding="ascii").strip())
+    except (OSError, ValueError):
+        port = free_port()
+        home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        port_file.write_text(f"{port}\n", encoding="ascii")
+    return local, port
 
 
 def _probe_server(upstream: str) -> tuple[int, int] | None:
@@ -91,34 +120,59 @@ def cli() -> None:
     help="An existing llama-server, e.g. http://gpu-box:8080.",
 )
 @click.option(
-    "--local-model", is_flag=True, help="Use the embedded local model (not available yet)."
+    "--local-model",
+    is_flag=True,
+    help="Use the embedded local model (Gemma 3 270M; the default when no server is known).",
 )
 @click.option("--no-chat", is_flag=True, help="Start the daemons only; Ctrl-C stops them.")
 def up(home: Path | None, url: str | None, local_model: bool, no_chat: bool) -> None:
-    """Start brokerd, inferproxy and loopd, then open a chat; stop them all at the end."""
+    """Start brokerd, inferproxy and loopd, then open a chat; stop them all at the end.
+
+    The inference server is --inference URL, or the one in the home's
+    inferproxy.toml, or, when neither is known (or with --local-model), a local
+    llama-server with a small model, built once into ~/.cache/boxmaker.
+    """
     home = (home or boxmaker_home()).absolute()
     configured = _configured_upstream(home)
+    local_port_file = home / LOCAL_PORT_FILE
     if url is not None and not _URL.fullmatch(url):
         raise click.UsageError(
             f"--inference wants http://HOST:PORT or https://HOST:PORT, not {url!r}"
         )
-    if local_model or (url is None and configured is None):
+    if url is not None and local_model:
+        raise click.UsageError("--inference and --local-model exclude each other")
+    use_local = local_model or (url is None and (configured is None
+                                                 or local_port_file.exists()))
+    if use_local and configured is not None and not local_port_file.exists():
         raise click.ClickException(
-            "the embedded local model is not available yet: pass --inference URL with a "
-            "running llama-server (scripts/get-llama-server builds one; see README.md)"
+            f"{home / 'inferproxy.toml'} names the server {configured!r}; the local model "
+            "needs a home of its own (use another --home)"
         )
     if url is not None and configured is not None and url.rstrip("/") != configured.rstrip("/"):
         raise click.ClickException(
             f"{home / 'inferproxy.toml'} names upstream {configured!r}, not {url!r}; "
             "edit that file (or use another --home) to change it"
         )
-    upstream = (url or configured or "").rstrip("/")
-    slots, n_ctx = 4, 262144
-    if not (home / "loopd.toml").exists():
-        slots, n_ctx = _probe_server(upstream) or (slots, n_ctx)
+    extra: list[ChildSpec] = []
+    max_tokens: int | None = None
+    if use_local:
+        local, port = _prepare_local(home)
+        upstream = f"http://127.0.0.1:{port}"
+        slots, n_ctx, max_tokens = SLOTS, N_CTX_PER_SLOT, 512
+        slot_dir = home / "llama-slots"
+        slot_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        extra.append(ChildSpec(name="llama-server", argv=local.argv(port, slot_dir),
+                               ready_timeout_s=300, ready=partial(wait_healthy, port)))
+        click.echo("inference: the local Gemma 3 270M model (small, and weak at using tools)",
+                   err=True)
+    else:
+        upstream = (url or configured or "").rstrip("/")
+        slots, n_ctx = 4, 262144
+        if not (home / "loopd.toml").exists():
+            slots, n_ctx = _probe_server(upstream) or (slots, n_ctx)
     image = None if (home / "brokerd.toml").exists() else find_tools_image()
     starter = write_starter_home(home, upstream=upstream, slots=slots, n_ctx_per_slot=n_ctx,
-                                 tools_image=image)
+                                 tools_image=image, max_tokens=max_tokens)
     if image is not None and starter.created:
         click.echo(f"tools run in podman containers from image {image}", err=True)
     for path in starter.created:
@@ -126,6 +180,7 @@ def up(home: Path | None, url: str | None, local_model: bool, no_chat: bool) -> 
     if starter.created:
         click.echo(f"demo notes for the agent to read: {starter.demo_notes}")
     specs = [
+        *extra,
         ChildSpec(
             name="brokerd",
             argv=[_bin("brokerd"), "serve", "--config", str(home / "brokerd.toml")],

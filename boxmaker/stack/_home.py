@@ -26,6 +26,12 @@ def _toml_str(value: str | Path) -> str:
     return json.dumps(str(value))
 
 
+def _max_tokens_line(max_tokens: int | None) -> str:
+    if max_tokens is None:
+        return "# max_tokens = 1024                   # cap each answer (small models can ramble)"
+    return f"max_tokens = {max_tokens}                    # cap each answer"
+
+
 def _runner_table(tools_image: str | None) -> str:
     """podman with the tools image when there is one; else the refusing runner."""
     if tools_image is None:
@@ -61,6 +67,7 @@ def write_starter_home(
     upstream: str,
     demo_notes: Path | None = None,
     tools_image: str | None = None,
+    max_tokens: int | None = None,
     slots: int = 4,
     n_ctx_per_slot: int = 262144,
 ) -> StarterHome:
@@ -104,7 +111,7 @@ socket = {_toml_str(run / "loop.sock")}
 socket = {_toml_str(run / "infer.sock")}
 slots = {slots}
 n_ctx_per_slot = {n_ctx_per_slot}
-# max_tokens = 1024                   # cap each answer (small models can ramble)
+{_max_tokens_line(max_tokens)}
 
 [broker]
 socket = {_toml_str(run / "broker.sock")}

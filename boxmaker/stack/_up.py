@@ -16,7 +16,7 @@ import signal
 import socket
 import subprocess
 import tempfile
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 
 import attrs
@@ -36,6 +36,8 @@ class ChildSpec:
     name: str
     argv: Sequence[str]
     ready_timeout_s: float
+    ready: Callable[[], Awaitable[None]] | None = None
+    """How to tell it is ready when it does not send READY=1 (llama-server)."""
 
 
 def log_tail(path: Path, lines: int = 20) -> str:
@@ -120,7 +122,7 @@ async def _run_child(
 
                 nursery.start_soon(wait_exit)
                 with trio.move_on_after(spec.ready_timeout_s) as ready_scope:
-                    await notify.wait_ready()
+                    await (spec.ready() if spec.ready is not None else notify.wait_ready())
                 nursery.cancel_scope.cancel()
             if process.returncode is not None:
                 raise ChildFailed(
