@@ -46,7 +46,8 @@ from ._ledger import Ledger
 from ._policy_link import PolicyLink
 from ._state import list_sessions, read_state, sync_state_files
 from .runner._echo import EchoRuntime
-from .runner._podman import PodmanRuntime, PodmanSettings
+from .runner._podman import PodmanRuntime
+from .runner._podman_argv import PodmanSettings
 from .runner._refusing import RefusingRuntime
 
 log = logging.getLogger("brokerd")

@@ -13,7 +13,7 @@ import pytest
 
 from boxmaker.brokerd.runner._egress import split_url
 from boxmaker.brokerd.runner._mounts import Mount, UnsafeTarget
-from boxmaker.brokerd.runner._podman import (
+from boxmaker.brokerd.runner._podman_argv import (
     EGRESS_MOUNT,
     PodmanSettings,
     build_argv,

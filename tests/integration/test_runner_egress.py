@@ -32,8 +32,10 @@ from boxmaker.brokerd.runner._egress import (
 )
 from boxmaker.brokerd.runner._mounts import Mount
 from boxmaker.brokerd.runner._podman import (
-    EGRESS_MOUNT,
     PodmanRuntime,
+)
+from boxmaker.brokerd.runner._podman_argv import (
+    EGRESS_MOUNT,
     PodmanSettings,
     build_argv,
     container_name,

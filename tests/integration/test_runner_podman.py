@@ -24,6 +24,8 @@ import trio
 from boxmaker.brokerd.runner._mounts import Mount
 from boxmaker.brokerd.runner._podman import (
     PodmanRuntime,
+)
+from boxmaker.brokerd.runner._podman_argv import (
     PodmanSettings,
     build_argv,
     container_name,

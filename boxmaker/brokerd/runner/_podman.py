@@ -8,11 +8,8 @@ arguments go in on stdin, one JSON answer comes back on stdout, at most
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
-import math
 import os
-import re
 import secrets
 import shutil
 import stat
@@ -26,9 +23,7 @@ from typing import Any
 import attrs
 import trio
 
-from ...proto._errors import DecodeError
 from ...proto._escape import escape_text
-from ...proto._json import dumps, loads_object
 from ._egress import (
     EgressProxy,
     ResolveError,
@@ -40,188 +35,29 @@ from ._egress import (
     vet_addresses,
 )
 from ._mounts import Mount, UnsafeTarget, check_host_path
+from ._podman_argv import (
+    EGRESS_MOUNT,
+    EGRESS_SOCKET_NAME,
+    KILL_GRACE_S,
+    STDERR_KEEP_BYTES,
+    TOOLS,
+    UNAVAILABLE,
+    PodmanSettings,
+    build_argv,
+    build_request,
+    container_name,
+    container_prefix,
+    instance_id,
+    parse_answer,
+    tool_failed,
+    toolkit_command,
+)
 from ._podman_check import PodmanCheck, check_podman, remove_leftovers
 from ._spec import RunOutcome, RunSpec
 
 log = logging.getLogger("boxmaker.brokerd.runner.podman")
 
-UNAVAILABLE = "See docs/runbook.md#runner-unavailable"
-TOOLS = ("read_file", "list_dir", "write_file", "http_fetch")
-# Inside the container: where the per-call egress directory is mounted.
-EGRESS_MOUNT = "/run/boxmaker-egress"
-EGRESS_SOCKET_NAME = "socks"
-# --unsetenv-all leaves no PATH; this fixed one (not the host's) lets the
-# argument list name `python3` as 08-runner writes it.
-CONTAINER_PATH = "/usr/bin:/bin"
-KILL_GRACE_S = 2.0
-STDERR_KEEP_BYTES = 16 * 1024
 _RESOLVE_TIMEOUT_S = 10.0
-_MEMORY_RE = re.compile(r"[1-9][0-9]{0,12}[bkmg]?")
-_IMAGE_RE = re.compile(r"sha256:[0-9a-f]{64}")
-
-
-def _check_image(_i: Any, _a: Any, value: str) -> None:
-    if not _IMAGE_RE.fullmatch(value):
-        raise ValueError(
-            "runner.image must name the tools image by digest (sha256: and 64 hex digits), "
-            "never by tag"
-        )
-
-
-def _check_memory(_i: Any, _a: Any, value: str) -> None:
-    if not _MEMORY_RE.fullmatch(value):
-        raise ValueError("runner.memory must be a size like 256m")
-
-
-def _positive_int(limit: int) -> Any:
-    def check(_i: Any, attribute: Any, value: int) -> None:
-        if isinstance(value, bool) or not 1 <= value <= limit:
-            raise ValueError(f"runner.{attribute.name} must be 1..{limit}")
-
-    return check
-
-
-def _check_cpus(_i: Any, _a: Any, value: float) -> None:
-    if not math.isfinite(value) or not 0.01 <= value <= 1024:
-        raise ValueError("runner.cpus must be 0.01..1024")
-
-
-def _check_output_max(_i: Any, _a: Any, value: int) -> None:
-    if isinstance(value, bool) or not 4096 <= value <= 64 * 1024 * 1024:
-        raise ValueError("runner.output_max_bytes must be 4096..67108864")
-
-
-@attrs.frozen(kw_only=True)
-class PodmanSettings:
-    """The podman keys of brokerd.toml's [runner] table (08-runner)."""
-
-    image: str = attrs.field(validator=_check_image)
-    podman: str = "podman"
-    oci_runtime: str | None = None
-    memory: str = attrs.field(default="256m", validator=_check_memory)
-    pids: int = attrs.field(default=64, validator=_positive_int(1 << 20))
-    cpus: float = attrs.field(default=1.0, validator=_check_cpus)
-    timeout_ms: int = attrs.field(default=30_000, validator=_positive_int(86_400_000))
-    output_max_bytes: int = attrs.field(default=2_097_152, validator=_check_output_max)
-    nofile: int = attrs.field(default=1024, validator=_positive_int(1 << 20))
-    nproc: int = attrs.field(default=512, validator=_positive_int(1 << 22))
-
-
-def instance_id(home: Path) -> str:
-    """First 8 hex digits of SHA-256 of brokerd's home path (08-runner)."""
-    return hashlib.sha256(os.fsencode(home)).hexdigest()[:8]
-
-
-def container_prefix(instance: str) -> str:
-    return f"boxmaker-{instance}-call-"
-
-
-def container_name(instance: str, call_id: int | str) -> str:
-    return f"{container_prefix(instance)}{call_id}"
-
-
-def build_argv(
-    settings: PodmanSettings,
-    *,
-    name: str,
-    uid: int,
-    gid: int,
-    rootless: bool,
-    mounts: Sequence[Mount],
-    command: Sequence[str],
-) -> list[str]:
-    """The podman argument list for one container (golden files: fixtures/runner/)."""
-    argv = [settings.podman]
-    if settings.oci_runtime:
-        argv += ["--runtime", settings.oci_runtime]
-    argv += [
-        "run",
-        "--rm",
-        "--pull=never",
-        "--name",
-        name,
-        "--network=none",
-        "--read-only",
-        "--cap-drop=all",
-        "--security-opt=no-new-privileges",
-        "--user",
-        f"{uid}:{gid}",
-    ]
-    if rootless:
-        argv.append("--userns=keep-id")
-    argv += [
-        "--memory",
-        settings.memory,
-        "--pids-limit",
-        str(settings.pids),
-        "--cpus",
-        repr(float(settings.cpus)),
-        "--ulimit",
-        f"nofile={settings.nofile}:{settings.nofile}",
-        "--ulimit",
-        f"nproc={settings.nproc}:{settings.nproc}",
-        "--tmpfs",
-        "/tmp:size=16m",
-        "--unsetenv-all",
-        "--env",
-        f"PATH={CONTAINER_PATH}",
-        # Imports come only from the image: not from the working directory
-        # (a grant mounted at /boxmaker would shadow the toolkit) and not from
-        # ~/.local (a write grant on the owner's home could plant one).
-        "--env",
-        "PYTHONSAFEPATH=1",
-        "--env",
-        "PYTHONNOUSERSITE=1",
-        # No log file: what a tool prints (file contents) is never kept on disk.
-        "--log-driver=none",
-        "--interactive",
-    ]
-    for mount in mounts:
-        argv += ["--mount", mount.argument()]
-    argv.append(settings.image)
-    argv += list(command)
-    return argv
-
-
-def toolkit_command(tool: str) -> list[str]:
-    return ["python3", "-m", "boxmaker.toolkit", tool]
-
-
-def build_request(args: dict[str, Any], output_max_bytes: int, egress_socket: str | None) -> bytes:
-    """The toolkit's stdin: ``{"args", "limits": {"output_max_bytes"}, "egress"?}``."""
-    request: dict[str, Any] = {"args": args, "limits": {"output_max_bytes": output_max_bytes}}
-    if egress_socket is not None:
-        request["egress"] = {"socket": egress_socket}
-    return dumps(request).encode("utf-8")
-
-
-def parse_answer(stdout: bytes) -> RunOutcome | None:
-    """The toolkit's answer as an outcome, or None when it is not one."""
-    try:
-        answer = loads_object(stdout)
-    except DecodeError:
-        return None
-    if set(answer) == {"ok"} and isinstance(answer["ok"], dict):
-        return RunOutcome(status="ok", output=answer["ok"])
-    if set(answer) == {"error"}:
-        err = answer["error"]
-        if (
-            isinstance(err, dict)
-            and set(err) == {"code", "message"}
-            and isinstance(err["code"], str)
-            and isinstance(err["message"], str)
-        ):
-            return RunOutcome(
-                status="tool_failed", output={"error": err}, message=escape_text(err["message"])
-            )
-    return None
-
-
-def _failed(code: str, message: str) -> RunOutcome:
-    return RunOutcome(
-        status="tool_failed", output={"error": {"code": code, "message": message}}, message=message
-    )
-
 
 @attrs.frozen
 class _Exit:
@@ -452,7 +288,7 @@ class PodmanRuntime:
                 message=f"the tool ran past {self.settings.timeout_ms} ms and was killed",
             )
         if done.too_large:
-            return _failed("output_too_large", "output too large")
+            return tool_failed("output_too_large", "output too large")
         outcome = parse_answer(done.stdout)
         if outcome is not None:
             return outcome
@@ -464,8 +300,8 @@ class PodmanRuntime:
                 message=f"podman could not run the container: {err}. {UNAVAILABLE}",
             )
         if done.returncode == 137:
-            return _failed("killed", "the tool was killed (out of memory?)")
-        return _failed("no_answer", f"the toolkit gave no answer (exit {done.returncode})")
+            return tool_failed("killed", "the tool was killed (out of memory?)")
+        return tool_failed("no_answer", f"the toolkit gave no answer (exit {done.returncode})")
 
     async def _execute(self, argv: list[str], name: str, request: bytes) -> _Exit:
         cap = self.settings.output_max_bytes
