@@ -34,7 +34,7 @@ from ..proto._wire_admin import (
     StatusRequest,
 )
 from ._admin_client import DaemonUnreachable, request
-from ._cli import App, pass_app
+from ._cli import App, pass_app, text_arg
 
 _ID_RE = re.compile(r"0|[1-9][0-9]*", re.ASCII)
 _SESSION_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,63}", re.ASCII)
@@ -56,16 +56,9 @@ class ApprovalId(click.ParamType):  # type: ignore[type-arg,unused-ignore]
         return int(text)
 
 
-def _text(value: str, what: str) -> str:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise click.UsageError(f"{what} is not valid UTF-8") from None
-    return value
-
 
 def _session_name(value: str) -> str:
-    _text(value, "SESSION")
+    text_arg(value, "SESSION")
     if _SESSION_RE.fullmatch(value) is None:
         raise click.UsageError("SESSION is a name of [a-z0-9][a-z0-9-]{0,63}")
     return value
@@ -205,7 +198,7 @@ def approve(app: App, approval_id: int) -> None:
 def refuse(app: App, approval_id: int, reason: str | None) -> None:
     """Refuse the pending call ID."""
     if reason is not None:
-        _text(reason, "--reason")
+        text_arg(reason, "--reason")
     _expect(_ask(app, RefuseRequest(approval_id=U64(approval_id), reason=reason)), Ok)
     click.echo(f"refused {approval_id}")
 
@@ -277,7 +270,7 @@ def session_declassify(app: App, name: str, label: Label | None, trusted: bool,
                        reason: str) -> None:
     """Lower a session's taint (recorded); it can never be raised this way."""
     name = _session_name(name)
-    _text(reason, "--reason")
+    text_arg(reason, "--reason")
     current: SessionInfo = _expect(_ask(app, SessionRequest(session=name)), SessionInfo)
     to = Taint(label=label or current.label, untrusted=False if trusted else current.untrusted)
     _expect(_ask(app, DeclassifyRequest(session=name, label=to.label, untrusted=to.untrusted,

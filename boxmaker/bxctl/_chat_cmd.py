@@ -44,7 +44,7 @@ from ..proto._wire_loop import (
 from . import _chat_render as render
 from ._admin_client import DaemonUnreachable, request_async
 from ._admin_cmd import render_approval
-from ._cli import App, pass_app
+from ._cli import App, pass_app, text_arg
 from ._config import BxctlConfig
 from ._loop_client import open_request
 
@@ -263,16 +263,6 @@ def _restore_blocking_stdin() -> None:
         os.set_blocking(sys.stdin.fileno(), True)
 
 
-def _text_arg(value: str | None, option: str) -> str | None:
-    if value is None:
-        return None
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise click.UsageError(f"{option} must be valid UTF-8 text") from None
-    return value
-
-
 @click.command()
 @click.option("--conversation", default="default", show_default=True,
               help="The conversation (also brokerd's session): [a-z0-9][a-z0-9-]{0,63}.")
@@ -283,10 +273,11 @@ def _text_arg(value: str | None, option: str) -> str | None:
 @pass_app
 def chat(app: App, conversation: str, say_text: str | None, as_json: bool) -> None:
     """Talk to the agent; approve its calls by typing their ids."""
-    conversation = _text_arg(conversation, "--conversation") or ""
+    text_arg(conversation, "--conversation")
     if not is_name(conversation):
         raise click.UsageError("--conversation must match [a-z0-9][a-z0-9-]{0,63}")
-    say_text = _text_arg(say_text, "--say")
+    if say_text is not None:
+        text_arg(say_text, "--say")
     if as_json and say_text is None:
         raise click.UsageError("--json needs --say: an interactive chat has no JSON form")
     if say_text is not None and not say_text.strip():

@@ -37,6 +37,15 @@ class App:
 pass_app = click.make_pass_decorator(App)
 
 
+def text_arg(value: str, what: str) -> str:
+    """Text arguments are text (07-bxctl): one that is not valid UTF-8 is a usage error."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise click.UsageError(f"{what} is not valid UTF-8") from None
+    return value
+
+
 @click.group()
 @click.version_option(__version__, prog_name="bxctl")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,

@@ -25,7 +25,7 @@ from ..proto._errors import DecodeError
 from ..proto._escape import escape_line
 from ..proto._json import dumps, loads_object
 from ..proto._taint import LABELS, Label, Taint
-from ._cli import App, pass_app
+from ._cli import App, pass_app, text_arg
 
 
 @click.group()
@@ -41,14 +41,6 @@ def _fail(message: str, code: int) -> NoReturn:
     click.echo(escape_line(message), err=True)
     _exit(code)
 
-
-def _text(value: str, option: str) -> str:
-    """Text arguments are text: not valid UTF-8 is a usage error (exit 2)."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise click.UsageError(f"{option} is not valid UTF-8") from None
-    return value
 
 
 def _print_json(value: Any) -> None:
@@ -209,9 +201,9 @@ def explain(
 
     Exit 0 when the call would be allowed or asked, 1 when denied, 2 on usage errors.
     """
-    tool = _text(tool, "--tool")
+    tool = text_arg(tool, "--tool")
     try:
-        args = loads_object(_text(args_text, "--args").encode("utf-8"))
+        args = loads_object(text_arg(args_text, "--args").encode("utf-8"))
     except DecodeError as exc:
         raise click.UsageError(f"--args is not one JSON object: {exc}") from None
     try:

@@ -22,7 +22,7 @@ def run(tmp_path: Path, *args: str) -> tuple[int, str, str]:
     (["--json"], "--json needs --say"),
     (["--conversation", "Bad Name", "--say", "hi"], "--conversation must match"),
     (["--say", "   "], "--say needs some text"),
-    (["--say", "\udcff"], "--say must be valid UTF-8"),
+    (["--say", "\udcff"], "--say is not valid UTF-8"),
 ])
 def test_usage_errors_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
     code, out, err = run(tmp_path, *args)
