@@ -14,6 +14,15 @@ def boxmaker_home() -> Path:
     return Path.home() / ".local" / "share" / "boxmaker"
 
 
+UID_MAX = 2**32 - 2
+"""The largest uid Linux hands out (2**32-1 is the "no uid" value)."""
+
+
+def absolute(path: Path) -> Path:
+    """Absolute without resolving symbolic links (the socket checks look at them)."""
+    return Path(os.path.abspath(path))
+
+
 def under(home: Path, path: str | Path) -> Path:
     """A configured path: absolute as given, relative ones under `home`."""
     p = Path(path)

@@ -14,13 +14,11 @@ from typing import Literal
 
 import attrs
 
-from .._paths import boxmaker_home, default_socket, under
+from .._paths import UID_MAX, absolute, boxmaker_home, default_socket, under
 from .._toml import TomlFileError, parse_toml
 
 TTL_MS_MAX = 86_400_000
 """A day: the longest an approval may wait."""
-UID_MAX = 2**32 - 2
-"""The largest uid Linux hands out (2**32-1 is the "no uid" value)."""
 
 RunnerKind = Literal["podman", "refusing", "echo"]
 
@@ -129,10 +127,6 @@ def default_config_path() -> Path:
     return boxmaker_home() / "brokerd.toml"
 
 
-def _absolute(path: Path) -> Path:
-    """Absolute without resolving symbolic links (the socket checks look at them)."""
-    return Path(os.path.abspath(path))
-
 
 def _check_uid(uid: int, where: str) -> int:
     if not 0 <= uid <= UID_MAX:
@@ -179,7 +173,7 @@ def parse_config(data: bytes, source: Path | None, *, own_uid: int | None = None
 def resolve(raw: BrokerdFile, source: Path | None, *, own_uid: int | None = None) -> BrokerdConfig:
     _check(raw)
     uid = os.geteuid() if own_uid is None else own_uid
-    home = _absolute(Path(raw.home) if raw.home else boxmaker_home())
+    home = absolute(Path(raw.home) if raw.home else boxmaker_home())
     sockets = raw.sockets
     if sockets.broker_uids is not None and not sockets.broker_uids:
         raise ConfigError("sockets.broker_uids: an empty list would let no one call tools")
@@ -189,23 +183,23 @@ def resolve(raw: BrokerdFile, source: Path | None, *, own_uid: int | None = None
     )
     owner_uid = _check_uid(sockets.owner_uid if sockets.owner_uid is not None else uid,
                            "sockets.owner_uid")
-    grants = _absolute(under(home, raw.paths.grants))
-    audit = _absolute(under(home, raw.paths.audit))
-    state = _absolute(under(home, raw.paths.state))
-    broker_socket = _absolute(
+    grants = absolute(under(home, raw.paths.grants))
+    audit = absolute(under(home, raw.paths.audit))
+    state = absolute(under(home, raw.paths.state))
+    broker_socket = absolute(
         under(home, sockets.broker) if sockets.broker else default_socket(home, "broker.sock")
     )
-    admin_socket = _absolute(
+    admin_socket = absolute(
         under(home, sockets.admin) if sockets.admin else default_socket(home, "admin.sock")
     )
     configured = (
-        [str(_absolute(under(home, p))) for p in raw.policy.protected]
+        [str(absolute(under(home, p))) for p in raw.policy.protected]
         if raw.policy.protected is not None
-        else [str(_absolute(boxmaker_home()))]
+        else [str(absolute(boxmaker_home()))]
     )
     own = [home, grants, audit, state, broker_socket.parent, admin_socket.parent]
     if source is not None:
-        own.append(_absolute(source).parent)
+        own.append(absolute(source).parent)
     protected: list[str] = []
     for path in [*configured, *(str(p) for p in own)]:
         if path not in protected and path != "/":
@@ -244,6 +238,6 @@ def load_config(path: Path | None) -> BrokerdConfig:
     except OSError as exc:
         raise ConfigError(f"{os.fsdecode(target)!r} cannot be read ({exc.strerror})") from exc
     try:
-        return parse_config(data, _absolute(target))
+        return parse_config(data, absolute(target))
     except ConfigError as exc:
         raise ConfigError(f"{os.fsdecode(target)!r}: {exc}") from exc

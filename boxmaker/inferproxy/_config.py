@@ -22,7 +22,7 @@ from typing import Final, Literal
 
 import attrs
 
-from .._paths import boxmaker_home, default_socket, under
+from .._paths import absolute, boxmaker_home, default_socket, under
 from .._toml import TomlFileError, read_toml
 from ..proto._escape import escape_line
 
@@ -85,9 +85,6 @@ def default_config_path() -> Path:
     return boxmaker_home() / "inferproxy.toml"
 
 
-def _absolute(path: Path) -> Path:
-    return Path(os.path.abspath(path))
-
 
 def parse_upstream(text: str) -> Upstream:
     """``http://host:port`` or ``https://host:port`` (port defaults 80/443); nothing more."""
@@ -121,7 +118,7 @@ def parse_upstream(text: str) -> Upstream:
 
 def resolve(raw: InferproxyFile, source: Path) -> InferproxyConfig:
     """Check `raw` and resolve every default."""
-    home = _absolute(Path(raw.home)) if raw.home else _absolute(boxmaker_home())
+    home = absolute(Path(raw.home)) if raw.home else absolute(boxmaker_home())
     upstream = parse_upstream(raw.upstream)
     if not 1 <= raw.max_request_bytes <= MAX_REQUEST_BYTES_LIMIT:
         raise ConfigError(
@@ -135,11 +132,11 @@ def resolve(raw: InferproxyFile, source: Path) -> InferproxyConfig:
             raise ConfigError(f"{key}: must be a non-empty path")
     return InferproxyConfig(
         home=home,
-        socket=_absolute(under(home, raw.socket)) if raw.socket
-        else _absolute(default_socket(home, "infer.sock")),
+        socket=absolute(under(home, raw.socket)) if raw.socket
+        else absolute(default_socket(home, "infer.sock")),
         upstream=upstream,
-        api_key_file=_absolute(under(home, raw.api_key_file)) if raw.api_key_file else None,
-        ca_file=_absolute(under(home, raw.ca_file)) if raw.ca_file else None,
+        api_key_file=absolute(under(home, raw.api_key_file)) if raw.api_key_file else None,
+        ca_file=absolute(under(home, raw.ca_file)) if raw.ca_file else None,
         max_request_bytes=raw.max_request_bytes,
         source=source,
     )

@@ -14,12 +14,11 @@ from pathlib import Path
 
 import attrs
 
-from .._paths import boxmaker_home, default_socket, under
+from .._paths import UID_MAX, absolute, boxmaker_home, default_socket, under
 from .._toml import TomlFileError, read_toml
 from ._http import Endpoint, Timeouts
 from ._tools import KNOWN_TOOLS
 
-UID_MAX = 2**32 - 2
 DEFAULT_TOOLS = ("read_file", "list_dir", "write_file", "http_fetch")
 
 
@@ -125,9 +124,6 @@ def default_config_path() -> Path:
     return boxmaker_home() / "loopd.toml"
 
 
-def _absolute(path: Path) -> Path:
-    return Path(os.path.abspath(path))
-
 
 def _positive(value: float, where: str) -> float:
     if not (math.isfinite(value) and value > 0):
@@ -150,9 +146,9 @@ def _inference(raw: InferenceTable, home: Path) -> InferenceConfig:
         except ValueError as exc:
             raise ConfigError(f"[inference] url: {exc}") from exc
     elif raw.socket is not None:
-        endpoint = Endpoint.unix(_absolute(under(home, raw.socket)))
+        endpoint = Endpoint.unix(absolute(under(home, raw.socket)))
     else:
-        endpoint = Endpoint.unix(_absolute(default_socket(home, "infer.sock")))
+        endpoint = Endpoint.unix(absolute(default_socket(home, "infer.sock")))
     if not raw.model:
         raise ConfigError("[inference] model: must not be empty")
     if raw.slots < 1:
@@ -184,7 +180,7 @@ def _inference(raw: InferenceTable, home: Path) -> InferenceConfig:
 
 def resolve(raw: LoopdFile, source: Path | None) -> LoopdConfig:
     """Check `raw` and resolve every default."""
-    home = _absolute(Path(raw.home)) if raw.home else _absolute(boxmaker_home())
+    home = absolute(Path(raw.home)) if raw.home else absolute(boxmaker_home())
     own = os.getuid()
     owner_uids = tuple(raw.owner_uids) if raw.owner_uids is not None else (own,)
     if not owner_uids:
@@ -206,13 +202,13 @@ def resolve(raw: LoopdFile, source: Path | None) -> LoopdConfig:
         raise ConfigError("[loop] tools: a tool is named twice")
     return LoopdConfig(
         home=home,
-        socket=_absolute(under(home, raw.socket)) if raw.socket
-        else _absolute(default_socket(home, "loop.sock")),
+        socket=absolute(under(home, raw.socket)) if raw.socket
+        else absolute(default_socket(home, "loop.sock")),
         owner_uids=owner_uids,
         inference=_inference(raw.inference, home),
         broker=BrokerConfig(
-            socket=_absolute(under(home, broker.socket)) if broker.socket
-            else _absolute(default_socket(home, "broker.sock")),
+            socket=absolute(under(home, broker.socket)) if broker.socket
+            else absolute(default_socket(home, "broker.sock")),
             timeout_ms=broker.timeout_ms,
             brokerd_uid=_uid(broker.brokerd_uid, "[broker] brokerd_uid")
             if broker.brokerd_uid is not None else own,
