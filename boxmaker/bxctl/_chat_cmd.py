@@ -30,6 +30,7 @@ from ..proto._wire_admin import (
     ApprovalRequest,
     ApproveRequest,
     RefuseRequest,
+    Status,
     StatusRequest,
 )
 from ..proto._wire_loop import (
@@ -220,12 +221,13 @@ class ChatSession:
         except (DaemonUnreachable, trio.TooSlowError):
             self.write("brokerd does not answer: every tool call will be refused\n")
             return
-        runner = getattr(status, "runner", None)
-        if runner is not None and not runner.ok:
-            reason = escape_line(runner.reason or "no runner")
+        if not isinstance(status, Status):  # an error answer: nothing to add
+            return
+        if not status.runner.ok:
+            reason = escape_line(status.runner.reason or "no runner")
             self.write(f"tools cannot run here ({reason}): allowed calls are answered "
                        "runner_unavailable\n")
-        for warning in getattr(status, "warnings", []) or []:
+        for warning in status.warnings:
             self.write(f"warning: {escape_line(warning)}\n")
 
     async def interactive(self) -> None:

@@ -46,7 +46,7 @@ from ._conversations import ConversationDamaged, ConversationStore
 from ._history import conversation_summaries, history_messages
 from ._http import InferenceError
 from ._llama import LlamaClient
-from ._selftest import Expected, InferenceMismatch, self_test
+from ._selftest import Expected, InferenceMismatch, check_props, self_test
 from ._tools import tool_schemas
 from ._turn import CoreUnreadable, Turn, TurnSettings, TurnTimeout
 
@@ -143,8 +143,6 @@ class LoopDaemon:
             try:
                 props = await self.llama.props()
                 model = props.model or ""
-                from ._selftest import check_props
-
                 mismatches = check_props(props, self.expected())
                 if mismatches:
                     reason = "; ".join(mismatches) + " docs/runbook.md#inference-mismatch"
