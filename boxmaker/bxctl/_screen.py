@@ -1,0 +1,124 @@
+"""Rows on the owner's terminal that model text cannot forge (issue 11).  Pure.
+
+boxmaker's own rows start at column 0.  Every row of text that came from
+the model, a tool or a peer starts with the gutter `│ ` (model text in chat),
+or continues one of boxmaker's rows after a gutter (a long field), so no row
+of it ever starts at column 0.  bxctl wraps such text itself, at the
+terminal's width as `wcwidth` measures it, counting East Asian ambiguous
+characters as 2 columns and anything it calls zero-width or unprintable as 1,
+so the terminal never wraps a row by itself (a row it wrapped would start at
+column 0).  The text given here is already escaped (`proto._escape`): an
+escape such as ``\\u{001B}`` is kept whole on one row.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Iterator
+
+import wcwidth
+
+GUTTER = "\u2502 "
+"""The first thing on every row of model text (U+2502, escaped in model text)."""
+CONTINUATION = "  " + GUTTER
+"""How a row of boxmaker's that is too long for the terminal continues."""
+DEFAULT_WIDTH = 80
+MIN_WIDTH = 20
+"""Narrower terminals are treated as this wide (a row may then wrap by itself)."""
+
+_UNIT = re.compile(r"\\u\{[0-9A-F]{4,6}\}|\\.|.", re.DOTALL)
+
+
+def char_width(ch: str) -> int:
+    """Columns one code point takes, never underestimated: ambiguous 2, at least 1."""
+    return max(1, wcwidth.wcwidth(ch, ambiguous_width=2))
+
+
+def text_width(text: str) -> int:
+    return sum(char_width(ch) for ch in text)
+
+
+def terminal_width() -> int:
+    """The terminal's width (COLUMNS first, as `shutil` does; 80 when unknown)."""
+    columns = shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns
+    return max(MIN_WIDTH, columns if columns > 0 else DEFAULT_WIDTH)
+
+
+def _units(escaped: str) -> Iterator[tuple[str, int]]:
+    """(unit, columns): a code point, or a whole backslash escape."""
+    for match in _UNIT.finditer(escaped):
+        unit = match.group()
+        yield unit, (len(unit) if len(unit) > 1 else char_width(unit))
+
+
+def cut(escaped: str, limit: int) -> str:
+    """At most `limit` characters of escaped text, never cutting an escape in two."""
+    end = 0
+    for match in _UNIT.finditer(escaped):
+        if match.end() > limit:
+            break
+        end = match.end()
+    return escaped[:end]
+
+
+def wrap_row(head: str, escaped: str, width: int, indent: str = CONTINUATION) -> list[str]:
+    """boxmaker's `head` and an escaped one-line `escaped` field, as rows of at most
+    `width` columns; every row after the first starts with `indent` (a gutter)."""
+    rows: list[str] = []
+    current = [head]
+    used = text_width(head)
+    indent_width = text_width(indent)
+    for unit, columns in _units(escaped):
+        if used + columns > width and used > indent_width:
+            rows.append("".join(current))
+            current, used = [indent], indent_width
+        current.append(unit)
+        used += columns
+    rows.append("".join(current))
+    return rows
+
+
+def wrap_line(line: str, width: int) -> str:
+    """A whole line of boxmaker's holding escaped fields, wrapped: rows joined by newlines."""
+    return "\n".join(wrap_row("", line, width))
+
+
+class ModelText:
+    """Streams escaped model text as gutter rows, hard-wrapped; keeps the column.
+
+    `feed` returns what to write for one escaped delta; `close` ends an open row
+    so that boxmaker's next row starts at column 0.
+    """
+
+    def __init__(self, gutter: str = GUTTER) -> None:
+        self._gutter = gutter
+        self._gutter_width = text_width(gutter)
+        self._used: int | None = None  # columns used on the open row; None: no open row
+
+    @property
+    def open(self) -> bool:
+        return self._used is not None
+
+    def feed(self, escaped: str, width: int) -> str:
+        out: list[str] = []
+        for unit, columns in _units(escaped):
+            if self._used is None:
+                out.append(self._gutter)
+                self._used = self._gutter_width
+            if unit == "\n":
+                out.append("\n")
+                self._used = None
+                continue
+            if self._used + columns > width and self._used > self._gutter_width:
+                out.append("\n" + self._gutter)
+                self._used = self._gutter_width
+            out.append(unit)
+            self._used += columns
+        return "".join(out)
+
+    def close(self) -> str:
+        if self._used is None:
+            return ""
+        self._used = None
+        return "\n"
