@@ -90,6 +90,9 @@ class LineReader:
             await self._stream.aclose()
 
 
+BAD_FRAME_RUNBOOK = "docs/runbook.md#bad-frame"
+
+
 def _single(exc: Exception) -> Exception:
     """A group of DaemonUnreachable (from a nursery) as its first; anything else as is."""
     leaves: list[BaseException] = []
@@ -183,7 +186,7 @@ class ChatSession:
         async for item in conn.frames():
             if isinstance(item, Undecodable):
                 self.notice(f"loopd sent a frame that bxctl could not decode "
-                            f"({item.reason}); it was skipped")
+                            f"({item.reason}); it was skipped. See {BAD_FRAME_RUNBOOK}")
                 continue
             raw, frame = item
             if self.as_json:

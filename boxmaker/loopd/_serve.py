@@ -254,8 +254,12 @@ class LoopDaemon:
             await send_frame(stream, encode_loop_frame(
                 request_id, error_answer("turn_failed", str(exc))))
             return
-        await send_frame(stream, encode_loop_frame(request_id,
-                                                   History(messages=history_messages(messages))))
+        body = encode_loop_frame(request_id, History(messages=history_messages(messages)))
+        if len(body) > MAX_FRAME:
+            body = encode_loop_frame(request_id, error_answer(
+                "turn_failed", f"the history of {conversation} takes {len(body)} bytes, more "
+                f"than one frame holds ({MAX_FRAME}); read the conversation file instead"))
+        await send_frame(stream, body)
 
     async def _say(self, stream: trio.SocketStream, request_id: int, say: SayRequest) -> None:
         if self.busy:

@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 from typing import Any
 
 import wcwidth
 
-from tests.fakes.brokerd import BXCTL, ECHO_GRANT
+from tests.fakes.brokerd import BXCTL, ECHO_GRANT, frame, read_frames
 from tests.fakes.pty import Pty
 from tests.integration.test_chat_stack import (
     ASK_ECHO,
@@ -138,6 +139,14 @@ def test_a_9_mib_text_delta_is_split_without_a_traceback(stack_factory: Any) -> 
     assert "Traceback" not in stack.loopd_log_text()
     code, frames = stack.say_json("more")
     assert code == 0 and frames[-1]["done"]["finish"] == "stop"
+    # the history now exceeds one frame: answered with an error, not a traceback
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(60)
+        conn.connect(str(stack.loop_sock))
+        conn.sendall(frame({"v": 1, "id": 3, "history": {"conversation": "c1"}}))
+        answer = next(read_frames(conn))
+    assert answer["id"] == 3 and answer["error"]["code"] == "turn_failed"
+    assert "Traceback" not in stack.loopd_log_text()
 
 
 FORGED_BLOCK = (
