@@ -128,14 +128,24 @@ class ChatSession:
     """Where bxctl's own notices go (None: `out`, in the flow of the chat)."""
     turn_scope: trio.CancelScope | None = None
     text: ModelText = attrs.field(factory=ModelText)
+    asked: bool = False
+    """The approval question is on screen, its row not ended by the owner's Enter."""
 
     def write(self, text: str) -> None:
         self.out.write(text)
         self.out.flush()
 
+    def _row_end(self) -> str:
+        """What ends the row in progress (model text, or a question), for column 0."""
+        ending = self.text.close()
+        if self.asked:
+            self.asked = False
+            ending = "\n"
+        return ending
+
     def show(self, text: str) -> None:
-        """boxmaker's own lines: the model's open row is ended first (column 0)."""
-        self.write(self.text.close() + text)
+        """boxmaker's own lines: the row in progress is ended first (column 0)."""
+        self.write(self._row_end() + text)
 
     def notice(self, message: str) -> None:
         """Something went wrong in this turn: said escaped, and the chat goes on."""
@@ -143,7 +153,7 @@ class ChatSession:
         if self.notices is None:
             self.show(line)
         else:
-            self.write(self.text.close())
+            self.write(self._row_end())
             self.notices.write(line)
             self.notices.flush()
 
@@ -159,7 +169,7 @@ class ChatSession:
                 error = _single(exc)
                 if isinstance(error, DaemonUnreachable):
                     if self.reader is None:
-                        self.write(self.text.close())
+                        self.write(self._row_end())
                         raise error from None
                     self.notice(error.message)
                 else:
@@ -213,7 +223,10 @@ class ChatSession:
                     asking: dict[str, trio.CancelScope]) -> None:
         width = terminal_width()
         if isinstance(frame, TextEvent):
-            self.write(self.text.feed(escape_text(frame.delta), width))
+            # (a question on screen: a loopd that sends text now gets a row of its own)
+            question_row = "\n" if self.asked else ""
+            self.asked = False
+            self.write(question_row + self.text.feed(escape_text(frame.delta), width))
         elif isinstance(frame, ToolCallEvent):
             self.show(render.tool_call(frame, width))
         elif isinstance(frame, ApprovalPendingEvent):
@@ -252,7 +265,9 @@ class ChatSession:
                 return
             self.show(f"type {approval.approval_id} to approve, r to refuse, "
                       "or Enter to leave it pending: ")
+            self.asked = True
             line = await self.reader.readline()
+            self.asked = False  # the owner's Enter ended the row
             await self._answer(approval.approval_id, (line or "").strip())
 
     async def _answer(self, approval_id: int, typed: str) -> None:

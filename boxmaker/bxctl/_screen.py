@@ -13,9 +13,9 @@ escape such as ``\\u{001B}`` is kept whole on one row.
 
 from __future__ import annotations
 
+import functools
 import re
 import shutil
-from collections.abc import Iterator
 
 import wcwidth
 
@@ -28,8 +28,13 @@ MIN_WIDTH = 20
 """Narrower terminals are treated as this wide (a row may then wrap by itself)."""
 
 _UNIT = re.compile(r"\\u\{[0-9A-F]{4,6}\}|\\.|.", re.DOTALL)
+_PIECE = re.compile(r"[\x20-\x5b\x5d-\x7e]+|[^\x20-\x7e]+|\\u\{[0-9A-F]{4,6}\}|\\.",
+                    re.DOTALL)
+"""Runs of printable ASCII but the backslash (one column each), runs of other
+code points (measured one by one), and whole escapes."""
 
 
+@functools.lru_cache(maxsize=8192)
 def char_width(ch: str) -> int:
     """Columns one code point takes, never underestimated: ambiguous 2, at least 1."""
     return max(1, wcwidth.wcwidth(ch, ambiguous_width=2))
@@ -45,11 +50,40 @@ def terminal_width() -> int:
     return max(MIN_WIDTH, columns if columns > 0 else DEFAULT_WIDTH)
 
 
-def _units(escaped: str) -> Iterator[tuple[str, int]]:
-    """(unit, columns): a code point, or a whole backslash escape."""
-    for match in _UNIT.finditer(escaped):
-        unit = match.group()
-        yield unit, (len(unit) if len(unit) > 1 else char_width(unit))
+def _fill(out: list[str], segment: str, used: int, width: int, fresh: int,
+          new_row: str) -> int:
+    """Append `segment` (escaped, no raw newline) to `out`, starting a row with
+    `new_row` (a newline and a gutter, `fresh` columns) before any unit that
+    would pass `width`; return the columns used on the last row."""
+    for match in _PIECE.finditer(segment):
+        piece = match.group()
+        if piece[0] == "\\":  # an escape: kept whole
+            if used + len(piece) > width and used > fresh:
+                out.append(new_row)
+                used = fresh
+            out.append(piece)
+            used += len(piece)
+        elif piece.isascii():  # one column each: cut in slices
+            start = 0
+            while start < len(piece):
+                room = width - used
+                if room <= 0 and used > fresh:
+                    out.append(new_row)
+                    used = fresh
+                    continue
+                take = piece[start:start + max(room, 1)]
+                out.append(take)
+                used += len(take)
+                start += len(take)
+        else:
+            for ch in piece:
+                columns = char_width(ch)
+                if used + columns > width and used > fresh:
+                    out.append(new_row)
+                    used = fresh
+                out.append(ch)
+                used += columns
+    return used
 
 
 def cut(escaped: str, limit: int) -> str:
@@ -65,18 +99,9 @@ def cut(escaped: str, limit: int) -> str:
 def wrap_row(head: str, escaped: str, width: int, indent: str = CONTINUATION) -> list[str]:
     """boxmaker's `head` and an escaped one-line `escaped` field, as rows of at most
     `width` columns; every row after the first starts with `indent` (a gutter)."""
-    rows: list[str] = []
-    current = [head]
-    used = text_width(head)
-    indent_width = text_width(indent)
-    for unit, columns in _units(escaped):
-        if used + columns > width and used > indent_width:
-            rows.append("".join(current))
-            current, used = [indent], indent_width
-        current.append(unit)
-        used += columns
-    rows.append("".join(current))
-    return rows
+    out = [head]
+    _fill(out, escaped, text_width(head), width, text_width(indent), "\n" + indent)
+    return "".join(out).split("\n")
 
 
 def wrap_line(line: str, width: int) -> str:
@@ -102,19 +127,19 @@ class ModelText:
 
     def feed(self, escaped: str, width: int) -> str:
         out: list[str] = []
-        for unit, columns in _units(escaped):
+        segments = escaped.split("\n")
+        for index, segment in enumerate(segments):
+            last = index == len(segments) - 1
+            if last and not segment:
+                break
             if self._used is None:
                 out.append(self._gutter)
                 self._used = self._gutter_width
-            if unit == "\n":
+            self._used = _fill(out, segment, self._used, width, self._gutter_width,
+                               "\n" + self._gutter)
+            if not last:
                 out.append("\n")
                 self._used = None
-                continue
-            if self._used + columns > width and self._used > self._gutter_width:
-                out.append("\n" + self._gutter)
-                self._used = self._gutter_width
-            out.append(unit)
-            self._used += columns
         return "".join(out)
 
     def close(self) -> str:

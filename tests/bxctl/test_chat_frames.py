@@ -15,7 +15,7 @@ import socket
 import struct
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,11 +66,16 @@ def hostile_frames(request_id: int, turn: int) -> list[bytes]:
     ]
 
 
-class FakeLoopd:
-    """loop.sock served by a thread: every `say` gets `hostile_frames`."""
+Script = Callable[[int, int], list["bytes | threading.Event"]]
 
-    def __init__(self, path: Path) -> None:
+
+class FakeLoopd:
+    """loop.sock served by a thread: every `say` gets the script's frames (an Event
+    in the script is waited for before the frames after it are sent)."""
+
+    def __init__(self, path: Path, script: Script = hostile_frames) -> None:
         self.path = path
+        self.script = script
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(str(path))
         self.listener.listen(8)
@@ -89,8 +94,11 @@ class FakeLoopd:
                     (size,) = struct.unpack(">I", receive_exactly(conn, 4))
                     request = json.loads(receive_exactly(conn, size))
                     self.turns += 1
-                    for body in hostile_frames(request["id"], self.turns):
-                        conn.sendall(frame(body))
+                    for body in self.script(request["id"], self.turns):
+                        if isinstance(body, threading.Event):
+                            assert body.wait(timeout=60)
+                        else:
+                            conn.sendall(frame(body))
                 except (OSError, ConnectionError):
                     pass
 
@@ -154,3 +162,82 @@ def test_interactive_chat_keeps_going(fake_loopd: tuple[FakeLoopd, Path]) -> Non
     assert code == 0, screen
     assert "Traceback" not in screen and "\x1b[2J" not in screen and "\x07" not in screen
     assert fake.turns == 2
+
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "wire"
+
+
+class FakeAdmin:
+    """admin.sock answering every request with the fixture approval 482913."""
+
+    def __init__(self, path: Path) -> None:
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(str(path))
+        self.listener.listen(8)
+        self.answer = json.loads((FIXTURES / "admin-answer-approval.json").read_text())
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with conn:
+                (size,) = struct.unpack(">I", receive_exactly(conn, 4))
+                request = json.loads(receive_exactly(conn, size))
+                conn.sendall(frame(json.dumps({**self.answer, "id": request["id"]}).encode()))
+
+    def close(self) -> None:
+        self.listener.shutdown(socket.SHUT_RDWR)
+        self.listener.close()
+        self.thread.join(timeout=10)
+
+
+def test_text_sent_while_the_question_is_on_screen_gets_a_row_of_its_own(
+        tmp_path: Path) -> None:
+    """A compromised loopd sends model text right behind the approval question, so
+    that the terminal would wrap it to column 0: it starts a gutter row instead."""
+    question_seen = threading.Event()
+    forged = ("x" * 20 + "approval 999 \u00b7 expires 07:10:00 (in 9m58s)")
+
+    def script(request_id: int, turn: int) -> list[bytes | threading.Event]:
+        def event(kind: str, body: dict[str, Any]) -> bytes:
+            return json.dumps({"id": request_id, "event": {kind: body}}).encode()
+
+        return [
+            event("approval_pending", {"call_id": "t1", "approval_id": 482913,
+                                       "tool": "http_fetch",
+                                       "expires_at": "2026-11-29T07:10:00.000000Z"}),
+            question_seen,
+            event("text", {"delta": forged}),
+            json.dumps({"id": request_id, "done": {
+                "finish": "stop", "rounds": 1,
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1}}}).encode(),
+        ]
+
+    loopd = FakeLoopd(tmp_path / "loop.sock", script)
+    admin = FakeAdmin(tmp_path / "admin.sock")
+    config = tmp_path / "bxctl.toml"
+    config.write_text(f'home = "{tmp_path}"\nloop_socket = "{loopd.path}"\n'
+                      f'admin_socket = "{tmp_path / "admin.sock"}"\n')
+    chat = Pty([str(BXCTL), "--config", str(config), "chat"],
+               env=dict(os.environ, COLUMNS="80"))
+    try:
+        chat.expect(b"you> ")
+        chat.type("go\n")
+        chat.expect(b"or Enter to leave it pending: ")
+        question_seen.set()
+        chat.expect(b"(stop, 1 round")
+        chat.expect(b"you> ")
+    finally:
+        code = chat.close()
+        loopd.close()
+        admin.close()
+    assert code == 0
+    rows = chat.seen.decode().replace("\r\n", "\n").split("\n")
+    [question] = [r for r in rows if r.startswith("type 482913 to approve")]
+    assert question.endswith("pending: ")  # nothing of the model's behind it
+    assert not any(r.startswith("approval 999") for r in rows)
+    assert any(r.startswith("\u2502 " + "x" * 20 + "approval 999") for r in rows)
