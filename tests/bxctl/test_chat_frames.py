@@ -241,3 +241,41 @@ def test_text_sent_while_the_question_is_on_screen_gets_a_row_of_its_own(
     assert question.endswith("pending: ")  # nothing of the model's behind it
     assert not any(r.startswith("approval 999") for r in rows)
     assert any(r.startswith("\u2502 " + "x" * 20 + "approval 999") for r in rows)
+
+
+def test_a_frame_header_out_of_range_ends_only_that_turn(tmp_path: Path) -> None:
+    """A length past 8 MiB cannot be skipped (the stream is out of step): the turn
+    ends with the daemon-unreachable message, and the next turn runs."""
+
+    class BadHeaderFirst(FakeLoopd):
+        def _serve(self) -> None:
+            conn, _ = self.listener.accept()
+            with conn:
+                (size,) = struct.unpack(">I", receive_exactly(conn, 4))
+                request = json.loads(receive_exactly(conn, size))
+                conn.sendall(frame(json.dumps({"id": request["id"], "event": {
+                    "text": {"delta": "turn one"}}}).encode()))
+                conn.sendall(struct.pack(">I", 0xFFFFFFFF) + b"x" * 64)
+            self.turns = 1
+            super()._serve()  # then every turn as hostile_frames
+
+    loopd = BadHeaderFirst(tmp_path / "loop.sock")
+    config = tmp_path / "bxctl.toml"
+    config.write_text(f'home = "{tmp_path}"\nloop_socket = "{loopd.path}"\n'
+                      f'admin_socket = "{tmp_path / "admin.sock"}"\n')
+    chat = Pty([str(BXCTL), "--config", str(config), "chat"],
+               env=dict(os.environ, COLUMNS="200"))
+    try:
+        chat.expect(b"you> ")
+        chat.type("first\n")
+        chat.expect(b"sent a frame that does not decode")
+        chat.expect(b"you> ")
+        chat.type("second\n")
+        chat.expect(b"and still reading")
+        chat.expect(b"you> ")
+    finally:
+        code = chat.close()
+        loopd.close()
+    screen = chat.seen.decode(errors="replace")
+    assert code == 0, screen
+    assert "exceeds the limit" in screen and "Traceback" not in screen
