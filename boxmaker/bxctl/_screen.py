@@ -121,10 +121,6 @@ class ModelText:
         self._gutter_width = text_width(gutter)
         self._used: int | None = None  # columns used on the open row; None: no open row
 
-    @property
-    def open(self) -> bool:
-        return self._used is not None
-
     def feed(self, escaped: str, width: int) -> str:
         out: list[str] = []
         segments = escaped.split("\n")

@@ -53,7 +53,8 @@ def test_grants_check_and_explain_json_are_ascii(tmp_path: Path) -> None:
     check = bxctl(tmp_path, "grants", "check", "--json")
     assert check.returncode == 1
     assert is_plain_ascii(check.stdout), ascii(check.stdout)
-    assert HOSTILE in check.stdout.encode().decode("unicode_escape") or json.loads(check.stdout)
+    [problem] = json.loads(check.stdout)["problems"]
+    assert problem["file"] == f"{HOSTILE}.toml"  # the same name, read back from the escapes
     (grants / f"{HOSTILE}.toml").unlink()
     (grants / "echo.toml").write_text('[[grant]]\nid = "echo-all"\ntool = "echo"\n'
                                       'mode = "allow"\n')
