@@ -16,7 +16,7 @@ import click
 from ..brokerd._state import read_state
 from ..proto._convert import U64, U64_MAX, unstructure
 from ..proto._escape import escape_line
-from ..proto._json import dumps
+from ..proto._json import dumps, dumps_terminal
 from ..proto._taint import LABELS, Label, Taint
 from ..proto._wire import ErrorAnswer, Ok, parse_ts
 from ..proto._wire_admin import (
@@ -35,6 +35,7 @@ from ..proto._wire_admin import (
 )
 from ._admin_client import DaemonUnreachable, request
 from ._cli import App, pass_app, text_arg
+from ._screen import GUTTER, terminal_width, wrap_line, wrap_row
 
 _ID_RE = re.compile(r"0|[1-9][0-9]*", re.ASCII)
 _SESSION_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,63}", re.ASCII)
@@ -90,7 +91,7 @@ def _expect(answer: AdminAnswer, kind: type[Any]) -> Any:
 
 
 def _json(value: Any) -> None:
-    click.echo(dumps(value, ascii_only=True))
+    click.echo(dumps_terminal(value))
 
 
 # -- rendering ---------------------------------------------------------------------
@@ -113,26 +114,36 @@ def _value(value: Any) -> str:
     return escape_line(value if isinstance(value, str) else dumps(value))
 
 
-def render_approval(approval: Approval, now: dt.datetime | None = None) -> list[str]:
-    """The approval block of 07-bxctl (without the question), every field escaped."""
+def render_approval(approval: Approval, now: dt.datetime | None = None,
+                    width: int | None = None) -> list[str]:
+    """The approval block of 07-bxctl (without the question): boxmaker's rows at
+    column 0, every field escaped and wrapped at `width` behind a gutter."""
     now = now or dt.datetime.now(dt.UTC)
+    width = width or terminal_width()
     expires = parse_ts(approval.expires_at)
     local = expires.astimezone()
     trust = "untrusted" if approval.state.untrusted else "trusted"
+    value_indent = " " * len(_FIELD_HEAD) + GUTTER
     lines = [
-        f"approval {approval.approval_id} · expires {local:%H:%M:%S} ({_in(expires - now)})",
-        f"  tool     {escape_line(approval.tool)}",
-        f"  grant    {escape_line(approval.grant)} (ask)",
+        f"approval {approval.approval_id} · expires {local:%H:%M:%S} "
+        f"({_in(expires - now)})",
+        *wrap_row("  tool     ", escape_line(approval.tool), width, value_indent),
+        *wrap_row("  grant    ", escape_line(approval.grant) + " (ask)", width, value_indent),
         f"  session  {approval.session} · label {approval.state.label} · {trust}",
     ]
     args = approval.args
     if not args:
         lines.append("  args     (none)")
-    width = max((len(escape_line(k)) for k in args), default=0)
+    keys = {key: escape_line(key) for key in args}
+    key_width = max((len(k) for k in keys.values()), default=0)
     for index, key in enumerate(sorted(args)):
-        head = "  args     " if index == 0 else "           "
-        lines.append(f"{head}{escape_line(key).ljust(width)}  {_value(args[key])}")
+        head = "  args     " if index == 0 else _FIELD_HEAD
+        lines += wrap_row(head, f"{keys[key].ljust(key_width)}  {_value(args[key])}", width,
+                          value_indent)
     return lines
+
+
+_FIELD_HEAD = " " * len("  args     ")
 
 
 def _status_lines(status: Status) -> list[str]:
@@ -176,10 +187,11 @@ def approvals(app: App, as_json: bool) -> None:
         click.echo("no pending approvals")
         return
     now = dt.datetime.now(dt.UTC)
+    width = terminal_width()
     for index, approval in enumerate(answer.items):
         if index:
             click.echo("")
-        click.echo("\n".join(render_approval(approval, now)))
+        click.echo("\n".join(render_approval(approval, now, width)))
 
 
 @click.command("approve")
@@ -212,7 +224,8 @@ def status(app: App, as_json: bool) -> None:
     if as_json:
         _json(unstructure(answer, Status))
         return
-    click.echo("\n".join(_status_lines(answer)))
+    width = terminal_width()
+    click.echo("\n".join(wrap_line(line, width) for line in _status_lines(answer)))
 
 
 @click.group("session")

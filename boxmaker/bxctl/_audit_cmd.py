@@ -20,10 +20,11 @@ from ..proto._audit import Record, event_key, parse_record
 from ..proto._convert import unstructure
 from ..proto._errors import DecodeError
 from ..proto._escape import escape_line
-from ..proto._json import dumps
+from ..proto._json import dumps, dumps_terminal
 from ..proto._verify import ChainReport
 from ..proto._wire import format_ts
 from ._cli import App, pass_app
+from ._screen import terminal_width, wrap_line
 
 PROGRESS_MIN_BYTES = 64 * 1024 * 1024
 """Logs at least this big show a progress bar (when stderr is a terminal)."""
@@ -148,10 +149,11 @@ def verify(app: App, directory: Path | None, as_json: bool, expect_head: str | N
     except OSError as exc:
         raise _unreadable(where, exc) from exc
     if as_json:
-        click.echo(dumps(unstructure(report)))
+        click.echo(dumps_terminal(unstructure(report)))
     else:
+        width = terminal_width()
         for line in report_lines(report):
-            click.echo(line)
+            click.echo(wrap_line(line, width))
     sys.exit(0 if report.ok else 1)
 
 
@@ -303,13 +305,15 @@ def show(app: App, directory: Path | None, session: str | None, call: str | None
     since_ts = _parse_since(since)
     where = _directory(app, directory)
     keep = _filter(session, call_id, since_ts)
+    width = terminal_width()
     skipped = 0
     try:
         for file, number, content, record in _iter_stored(where):
             if record is None:
                 skipped += 1
                 if not as_json and session is None and call_id is None and since_ts is None:
-                    click.echo(f"{escape_line(file)} line {number}: not a record")
+                    click.echo(wrap_line(f"{escape_line(file)} line {number}: not a record",
+                                         width))
                 continue
             shown = keep(record)
             if shown is None:
@@ -318,7 +322,7 @@ def show(app: App, directory: Path | None, session: str | None, call: str | None
                 # a record line is ASCII JSON (controls escaped): safe to print
                 click.echo(content.decode("ascii"))
             else:
-                click.echo(show_line(record, *shown))
+                click.echo(wrap_line(show_line(record, *shown), width))
     except OSError as exc:
         raise _unreadable(where, exc) from exc
     if skipped and as_json:

@@ -22,8 +22,8 @@ import attrs
 import click
 import trio
 
-from ..proto._escape import escape_line
-from ..proto._json import dumps
+from ..proto._escape import escape_line, escape_text
+from ..proto._json import dumps_terminal
 from ..proto._wire import ErrorAnswer, is_name
 from ..proto._wire_admin import (
     Approval,
@@ -47,7 +47,8 @@ from ._admin_client import DaemonUnreachable, request_async
 from ._admin_cmd import render_approval
 from ._cli import App, pass_app, text_arg
 from ._config import BxctlConfig
-from ._loop_client import open_request
+from ._loop_client import LoopConnection, Undecodable, open_request
+from ._screen import ModelText, terminal_width, wrap_line
 
 
 class LineReader:
@@ -89,6 +90,32 @@ class LineReader:
             await self._stream.aclose()
 
 
+BAD_FRAME_RUNBOOK = "docs/runbook.md#bad-frame"
+
+
+def _single(exc: Exception) -> Exception:
+    """A group of DaemonUnreachable (from a nursery) as its first; anything else as is."""
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [exc]
+    while pending:
+        item = pending.pop(0)
+        if isinstance(item, BaseExceptionGroup):
+            pending[:0] = list(item.exceptions)
+        else:
+            leaves.append(item)
+    if leaves and all(isinstance(leaf, DaemonUnreachable) for leaf in leaves):
+        first = leaves[0]
+        assert isinstance(first, DaemonUnreachable)
+        return first
+    return exc
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_describe(inner) for inner in exc.exceptions)
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
 @attrs.define
 class ChatSession:
     config: BxctlConfig
@@ -97,68 +124,120 @@ class ChatSession:
     reader: LineReader | None
     """None for --say: nothing is asked."""
     as_json: bool = False
+    notices: TextIO | None = None
+    """Where bxctl's own notices go (None: `out`, in the flow of the chat)."""
     turn_scope: trio.CancelScope | None = None
+    text: ModelText = attrs.field(factory=ModelText)
+    asked: bool = False
+    """The approval question is on screen, its row not ended by the owner's Enter."""
 
     def write(self, text: str) -> None:
         self.out.write(text)
         self.out.flush()
 
+    def _row_end(self) -> str:
+        """What ends the row in progress (model text, or a question), for column 0."""
+        ending = self.text.close()
+        if self.asked:
+            self.asked = False
+            ending = "\n"
+        return ending
+
+    def show(self, text: str) -> None:
+        """boxmaker's own lines: the row in progress is ended first (column 0)."""
+        self.write(self._row_end() + text)
+
+    def notice(self, message: str) -> None:
+        """Something went wrong in this turn: said escaped, and the chat goes on."""
+        line = render.problem(f"bxctl: {message}", terminal_width())
+        if self.notices is None:
+            self.show(line)
+        else:
+            self.write(self._row_end())
+            self.notices.write(line)
+            self.notices.flush()
+
     async def run_turn(self, text: str) -> bool:
-        """One turn; True when it ended with `done`."""
+        """One turn; True when it ended with `done`.  A failure of the turn is said
+        and returns False (with --say, an unreachable loopd is raised: exit 3)."""
         ok = False
         with trio.CancelScope() as scope:
             self.turn_scope = scope
             try:
                 ok = await self._turn(text)
+            except Exception as exc:  # noqa: BLE001 - a failed turn never ends the chat
+                error = _single(exc)
+                if isinstance(error, DaemonUnreachable):
+                    if self.reader is None:
+                        self.write(self._row_end())
+                        raise error from None
+                    self.notice(error.message)
+                else:
+                    self.notice(f"the turn failed here ({_describe(error)})")
             finally:
                 self.turn_scope = None
         if scope.cancelled_caught:
-            self.write("\n(turn cancelled)\n")
+            self.show("(turn cancelled)\n")
         return ok
 
     async def _turn(self, text: str) -> bool:
-        ok = False
         say = SayRequest(conversation=self.conversation, text=text)
         async with open_request(self.config.loop_socket, say,
                                 loopd_uid=self.config.loopd_uid) as conn, \
                 trio.open_nursery() as questions:
             asking: dict[str, trio.CancelScope] = {}
-            async for raw, frame in conn.frames():
-                if self.as_json:
-                    self.write(dumps(raw, ascii_only=True) + "\n")
-                if isinstance(frame, Done):
-                    ok = True
-                    if not self.as_json:
-                        self.write(render.done(frame))
-                    break
-                if isinstance(frame, ErrorAnswer):
-                    if not self.as_json:
-                        self.write(render.error(frame))
-                    break
-                if isinstance(frame, (ToolDeniedEvent, ToolResultEvent)):
-                    moot = asking.pop(frame.call_id, None)
-                    if moot is not None:
-                        moot.cancel()
+            try:
+                return await self._frames(conn, questions, asking)
+            finally:
+                questions.cancel_scope.cancel()
+
+    async def _frames(self, conn: LoopConnection, questions: trio.Nursery,
+                      asking: dict[str, trio.CancelScope]) -> bool:
+        async for item in conn.frames():
+            if isinstance(item, Undecodable):
+                self.notice(f"loopd sent a frame that bxctl could not decode "
+                            f"({item.reason}); it was skipped. See {BAD_FRAME_RUNBOOK}")
+                continue
+            raw, frame = item
+            if self.as_json:
+                self.write(dumps_terminal(raw) + "\n")
+            if isinstance(frame, Done):
                 if not self.as_json:
-                    await self._show(frame, questions, asking)
-            questions.cancel_scope.cancel()
-        return ok
+                    self.show(render.done(frame))
+                return True
+            if isinstance(frame, ErrorAnswer):
+                if not self.as_json:
+                    self.show(render.error(frame, terminal_width()))
+                return False
+            if isinstance(frame, (ToolDeniedEvent, ToolResultEvent)):
+                moot = asking.pop(frame.call_id, None)
+                if moot is not None:
+                    moot.cancel()
+            if not self.as_json:
+                await self._show(frame, questions, asking)
+        self.notice("loopd closed the connection before the turn ended; "
+                    "`bxctl chat` shows the conversation")
+        return False
 
     async def _show(self, frame: Any, questions: trio.Nursery,
                     asking: dict[str, trio.CancelScope]) -> None:
+        width = terminal_width()
         if isinstance(frame, TextEvent):
-            self.write(render.text_delta(frame))
+            # (a question on screen: a loopd that sends text now gets a row of its own)
+            question_row = "\n" if self.asked else ""
+            self.asked = False
+            self.write(question_row + self.text.feed(escape_text(frame.delta), width))
         elif isinstance(frame, ToolCallEvent):
-            self.write(render.tool_call(frame))
+            self.show(render.tool_call(frame, width))
         elif isinstance(frame, ApprovalPendingEvent):
-            self.write(render.approval_pending(frame))
+            self.show(render.approval_pending(frame, width))
             scope = trio.CancelScope()
             asking[frame.call_id] = scope
             questions.start_soon(self._ask, frame, scope)
         elif isinstance(frame, ToolDeniedEvent):
-            self.write(render.tool_denied(frame))
+            self.show(render.tool_denied(frame, width))
         elif isinstance(frame, ToolResultEvent):
-            self.write(render.tool_result(frame))
+            self.show(render.tool_result(frame, width))
 
     async def _fetch(self, approval_id: int) -> Approval | None:
         answer = await request_async(self.config.admin_socket,
@@ -167,7 +246,7 @@ class ChatSession:
         if isinstance(answer, Approval):
             return answer
         if isinstance(answer, ErrorAnswer):
-            self.write(f"approval {approval_id}: {escape_line(answer.message)}\n")
+            self.notice(f"approval {approval_id}: {answer.message}")
         return None
 
     async def _ask(self, event: ApprovalPendingEvent, scope: trio.CancelScope) -> None:
@@ -175,22 +254,25 @@ class ChatSession:
             try:
                 approval = await self._fetch(event.approval_id)
             except DaemonUnreachable as exc:
-                self.write(f"{exc.message}\n")
+                self.notice(exc.message)
                 return
             if approval is None:
                 return
-            self.write("\n".join(render_approval(approval)) + "\n")
+            block = render_approval(approval, width=terminal_width())
+            self.show("\n".join(block) + "\n")
             if self.reader is None:
-                self.write(f"approve it with: bxctl approve {approval.approval_id}\n")
+                self.show(f"approve it with: bxctl approve {approval.approval_id}\n")
                 return
-            self.write(f"type {approval.approval_id} to approve, r to refuse, "
-                       "or Enter to leave it pending: ")
+            self.show(f"type {approval.approval_id} to approve, r to refuse, "
+                      "or Enter to leave it pending: ")
+            self.asked = True
             line = await self.reader.readline()
+            self.asked = False  # the owner's Enter ended the row
             await self._answer(approval.approval_id, (line or "").strip())
 
     async def _answer(self, approval_id: int, typed: str) -> None:
         if typed == "":
-            self.write(f"left pending; answer later with bxctl approve {approval_id}\n")
+            self.show(f"left pending; answer later with bxctl approve {approval_id}\n")
             return
         body: ApproveRequest | RefuseRequest
         if typed == str(approval_id):
@@ -198,18 +280,18 @@ class ChatSession:
         elif typed.lower() == "r":
             body, done_word = RefuseRequest(approval_id=approval_id, reason=None), "refused"  # type: ignore[arg-type]
         else:
-            self.write(f"that is not approval {approval_id}'s id; it stays pending\n")
+            self.show(f"that is not approval {approval_id}'s id; it stays pending\n")
             return
         try:
             answer = await request_async(self.config.admin_socket, body,
                                          brokerd_uid=self.config.brokerd_uid)
         except DaemonUnreachable as exc:
-            self.write(f"{exc.message}\n")
+            self.notice(exc.message)
             return
         if isinstance(answer, ErrorAnswer):
-            self.write(f"approval {approval_id}: {escape_line(answer.message)}\n")
+            self.notice(f"approval {approval_id}: {answer.message}")
         else:
-            self.write(f"{done_word} {approval_id}\n")
+            self.show(f"{done_word} {approval_id}\n")
 
     async def banner(self) -> None:
         self.write(f"boxmaker chat · conversation {self.conversation} · "
@@ -225,10 +307,10 @@ class ChatSession:
             return
         if not status.runner.ok:
             reason = escape_line(status.runner.reason or "no runner")
-            self.write(f"tools cannot run here ({reason}): allowed calls are answered "
-                       "runner_unavailable\n")
+            self.show(wrap_line(f"tools cannot run here ({reason}): allowed calls are "
+                                "answered runner_unavailable", terminal_width()) + "\n")
         for warning in status.warnings:
-            self.write(f"warning: {escape_line(warning)}\n")
+            self.show(wrap_line(f"warning: {escape_line(warning)}", terminal_width()) + "\n")
 
     async def interactive(self) -> None:
         assert self.reader is not None
@@ -237,7 +319,7 @@ class ChatSession:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._on_sigint, sigint)
                 while True:
-                    self.write("you> ")
+                    self.show("you> ")
                     line = await self.reader.readline()
                     if line is None:
                         self.write("\n")
@@ -245,10 +327,7 @@ class ChatSession:
                     text = line.rstrip("\r\n")
                     if not text.strip():
                         continue
-                    try:
-                        await self.run_turn(text)
-                    except DaemonUnreachable as exc:
-                        self.write(f"{exc.message}\n")
+                    await self.run_turn(text)
                 nursery.cancel_scope.cancel()
 
     async def _on_sigint(self, signals: AsyncIterator[int]) -> None:
@@ -256,7 +335,7 @@ class ChatSession:
             if self.turn_scope is not None:
                 self.turn_scope.cancel()
             else:
-                self.write("\n(Ctrl-D leaves the chat)\nyou> ")
+                self.show("\n(Ctrl-D leaves the chat)\nyou> ")
 
 
 def _restore_blocking_stdin() -> None:
@@ -288,7 +367,7 @@ def chat(app: App, conversation: str, say_text: str | None, as_json: bool) -> No
     if say_text is not None:
         session = ChatSession(config=config, conversation=conversation,
                               out=sys.stdout, reader=None,
-                              as_json=as_json)
+                              as_json=as_json, notices=sys.stderr)
         ok = trio.run(session.run_turn, say_text)
         sys.exit(0 if ok else 1)
     reader = LineReader.for_stdin()

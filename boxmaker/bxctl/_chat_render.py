@@ -1,61 +1,68 @@
-"""How `bxctl chat` shows a turn: everything from the model, tools and servers escaped."""
+"""How `bxctl chat` shows a turn: everything from the model, tools and servers escaped.
+
+Each function gives boxmaker's own lines (each starting at column 0), with
+the untrusted fields escaped and wrapped at `width` (`_screen`); the model's
+text itself goes through `_screen.ModelText`, as gutter rows.
+"""
 
 from __future__ import annotations
 
-from ..proto._escape import escape_line, escape_text
+from ..proto._escape import escape_line
 from ..proto._json import dumps
 from ..proto._wire import ErrorAnswer
 from ..proto._wire_loop import (
     ApprovalPendingEvent,
     Done,
-    TextEvent,
     ToolCallEvent,
     ToolDeniedEvent,
     ToolResultEvent,
 )
+from ._screen import cut, wrap_line
 
 ARGS_SHOWN = 200
 """Tool-call lines show at most this many characters of arguments; the approval
 block, which is what the owner decides on, shows them whole."""
 
 
-def text_delta(event: TextEvent) -> str:
-    return escape_text(event.delta)
-
-
-def tool_call(event: ToolCallEvent) -> str:
+def tool_call(event: ToolCallEvent, width: int) -> str:
     shown = dumps(event.args) if event.args is not None else (event.raw_args or "")
     shown = escape_line(shown)
     if len(shown) > ARGS_SHOWN:
-        shown = shown[:ARGS_SHOWN] + f"… ({len(shown)} characters)"
-    return f"\n→ {escape_line(event.tool)} {shown}\n"
+        shown = cut(shown, ARGS_SHOWN) + f"\u2026 ({len(shown)} characters)"
+    return wrap_line(f"\u2192 {escape_line(event.tool)} {shown}", width) + "\n"
 
 
-def approval_pending(event: ApprovalPendingEvent) -> str:
-    return f"… {escape_line(event.tool)} waits for approval {event.approval_id}\n"
+def approval_pending(event: ApprovalPendingEvent, width: int) -> str:
+    return wrap_line(f"\u2026 {escape_line(event.tool)} waits for approval "
+                     f"{event.approval_id}", width) + "\n"
 
 
-def tool_denied(event: ToolDeniedEvent) -> str:
-    line = f"✗ {escape_line(event.tool)} denied ({event.code}): {escape_line(event.reason)}"
+def tool_denied(event: ToolDeniedEvent, width: int) -> str:
+    line = f"\u2717 {escape_line(event.tool)} denied ({event.code}): {escape_line(event.reason)}"
     if event.runbook:
         line += f" [{event.runbook}]"
-    return line + "\n"
+    return wrap_line(line, width) + "\n"
 
 
-def tool_result(event: ToolResultEvent) -> str:
+def tool_result(event: ToolResultEvent, width: int) -> str:
     trust = ", untrusted" if event.untrusted else ""
-    return (f"✓ {escape_line(event.tool)} {event.status}, {event.bytes} bytes, "
-            f"label {event.label}{trust}\n")
+    return wrap_line(f"\u2713 {escape_line(event.tool)} {event.status}, {event.bytes} bytes, "
+                     f"label {event.label}{trust}", width) + "\n"
 
 
 def done(event: Done) -> str:
     usage = event.usage
-    return (f"\n({event.finish}, {event.rounds} round{'s' if event.rounds != 1 else ''}, "
+    return (f"({event.finish}, {event.rounds} round{'s' if event.rounds != 1 else ''}, "
             f"{usage.prompt_tokens}+{usage.completion_tokens} tokens)\n")
 
 
-def error(event: ErrorAnswer) -> str:
-    line = f"\nerror ({event.code}): {escape_line(event.message)}"
+def error(event: ErrorAnswer, width: int) -> str:
+    line = f"error ({event.code}): {escape_line(event.message)}"
     if event.runbook:
         line += f" [{event.runbook}]"
-    return line + "\n"
+    return wrap_line(line, width) + "\n"
+
+
+def problem(message: str, width: int) -> str:
+    """One of bxctl's own notices (a frame it could not decode, a failed turn)."""
+    return wrap_line(escape_line(message), width) + "\n"

@@ -23,7 +23,7 @@ from ..policy._model import GrantSet, InvalidGrantSet
 from ..proto._convert import unstructure
 from ..proto._errors import DecodeError
 from ..proto._escape import escape_line
-from ..proto._json import dumps, loads_object
+from ..proto._json import dumps_terminal, loads_object
 from ..proto._taint import LABELS, Label, Taint
 from ._cli import App, pass_app, text_arg
 
@@ -44,7 +44,7 @@ def _fail(message: str, code: int) -> NoReturn:
 
 
 def _print_json(value: Any) -> None:
-    click.echo(dumps(value, ascii_only=True))
+    click.echo(dumps_terminal(value))
 
 
 def _load(directory: Path) -> GrantSet | InvalidGrantSet:

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import attrs
 import trio
 
 from .._streams import receive_frame, send_frame
@@ -44,6 +45,13 @@ def _unreachable(path: Path, why: str, *, sent: bool) -> DaemonUnreachable:
     )
 
 
+@attrs.frozen
+class Undecodable:
+    """A whole frame that bxctl cannot read (the stream itself is still in step)."""
+
+    reason: str
+
+
 class LoopConnection:
     """One loop.sock connection carrying one request and its frames."""
 
@@ -53,8 +61,13 @@ class LoopConnection:
         self.request_id = request_id
         self._decoder = FrameDecoder()
 
-    async def frames(self) -> AsyncIterator[tuple[dict[str, object], LoopFrame]]:
-        """Each frame as (the JSON object received, the decoded frame), until close."""
+    async def frames(self) -> AsyncIterator[tuple[dict[str, object], LoopFrame] | Undecodable]:
+        """Each frame as (the JSON object received, the decoded frame), until close.
+
+        A frame whose body does not decode (not JSON, too deep, an unknown field,
+        another request's id) comes as `Undecodable`, and reading goes on; a bad
+        frame header or a broken connection ends it (DaemonUnreachable).
+        """
         while True:
             try:
                 body = await receive_frame(self.stream, self._decoder)
@@ -69,10 +82,11 @@ class LoopConnection:
             try:
                 answer_id, frame = decode_loop_frame(body)
             except DecodeError as exc:
-                raise _unreachable(self.path, f"sent a frame that does not decode ({exc})",
-                                   sent=True) from None
+                yield Undecodable(str(exc))
+                continue
             if answer_id not in (self.request_id, None):
-                raise _unreachable(self.path, "answered another request", sent=True)
+                yield Undecodable("it answers another request")
+                continue
             yield loads_object(body), frame
 
 

@@ -25,7 +25,7 @@ from .._unix import accept_loop, bind_unix_listener, peer_credentials
 from ..proto._convert import U64
 from ..proto._errors import DecodeError
 from ..proto._escape import escape_line
-from ..proto._framing import FrameDecoder
+from ..proto._framing import MAX_FRAME, FrameDecoder
 from ..proto._wire import BadVersion, error_answer, error_frame, peek_id
 from ..proto._wire_loop import (
     BrokerLinkStatus,
@@ -61,6 +61,10 @@ _TRAILING_POINTER = re.compile(r"\s*(See )?docs/runbook\.md#[a-z0-9-]+\.?$")
 def _without_pointer(message: str) -> str:
     """A message with any trailing runbook pointer cut (the caller adds its own)."""
     return _TRAILING_POINTER.sub("", message)
+
+
+class EventTooLarge(Exception):
+    """An event that would not fit in one frame; the turn fails (never a traceback)."""
 
 
 class StartFailed(Exception):
@@ -250,8 +254,12 @@ class LoopDaemon:
             await send_frame(stream, encode_loop_frame(
                 request_id, error_answer("turn_failed", str(exc))))
             return
-        await send_frame(stream, encode_loop_frame(request_id,
-                                                   History(messages=history_messages(messages))))
+        body = encode_loop_frame(request_id, History(messages=history_messages(messages)))
+        if len(body) > MAX_FRAME:
+            body = encode_loop_frame(request_id, error_answer(
+                "turn_failed", f"the history of {conversation} takes {len(body)} bytes, more "
+                f"than one frame holds ({MAX_FRAME}); read the conversation file instead"))
+        await send_frame(stream, body)
 
     async def _say(self, stream: trio.SocketStream, request_id: int, say: SayRequest) -> None:
         if self.busy:
@@ -272,7 +280,10 @@ class LoopDaemon:
         """Run the turn, cancelled if the client goes away; return the final frame."""
 
         async def emit(event: Event) -> None:
-            await send_frame(stream, encode_loop_frame(request_id, event))
+            body = encode_loop_frame(request_id, event)
+            if len(body) > MAX_FRAME:  # bounded by the event's own checks: our own bug
+                raise EventTooLarge(f"an event of {len(body)} bytes does not fit a frame")
+            await send_frame(stream, body)
 
         turn = Turn(settings=self.settings(), store=self.store, llama=self.llama,
                     broker=self.broker, emit=emit)
@@ -309,7 +320,7 @@ class LoopDaemon:
             return error_answer("core_unreadable", str(exc))
         except InferenceError as exc:
             return error_answer("inference_unavailable", _without_pointer(exc.message))
-        except (TurnTimeout, ConversationDamaged) as exc:
+        except (TurnTimeout, ConversationDamaged, EventTooLarge) as exc:
             return error_answer("turn_failed", str(exc))
         except OSError as exc:
             return error_answer("turn_failed", f"the conversation cannot be written ({exc})")

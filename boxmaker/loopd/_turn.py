@@ -29,6 +29,8 @@ from ..proto._json import dumps, loads_object
 from ..proto._wire import ErrorAnswer
 from ..proto._wire_broker import Denied, Pending, Result
 from ..proto._wire_loop import (
+    MAX_CALL_ID_CHARS,
+    MAX_RAW_ARGS_CHARS,
     ApprovalPendingEvent,
     Done,
     Event,
@@ -38,6 +40,8 @@ from ..proto._wire_loop import (
     ToolDeniedEvent,
     ToolResultEvent,
     Usage,
+    args_problem,
+    split_text,
 )
 from ._broker_port import BROKER_UNAVAILABLE_RUNBOOK, BrokerOutcome, BrokerPort, BrokerUnavailable
 from ._conversations import ConversationStore, Message, ToolCallRef, now_ts, to_chat, user_message
@@ -99,6 +103,25 @@ def read_core(path: Path) -> str | None:
         raise CoreUnreadable(
             f"{path} is not UTF-8 (byte {exc.start}). See docs/runbook.md#core-unreadable"
         ) from exc
+
+
+def _forwardable_args(arguments: str) -> tuple[dict[str, Any] | None, str]:
+    """The model's arguments as an object loopd can forward, or None and why not."""
+    try:
+        args = loads_object(arguments)
+    except DecodeError:
+        return None, "the model's arguments are not a JSON object"
+    problem = args_problem(args)
+    if problem is not None:
+        return None, f"the model's arguments cannot be forwarded: {problem}"
+    return args, ""
+
+
+def _raw(arguments: str) -> str:
+    """The model's text for `raw_args`, cut to a bound (the whole stays in the history)."""
+    if len(arguments) <= MAX_RAW_ARGS_CHARS:
+        return arguments
+    return arguments[:MAX_RAW_ARGS_CHARS] + f"\u2026 (cut: {len(arguments)} characters)"
 
 
 Emit = Callable[[Event], Awaitable[None]]
@@ -191,7 +214,8 @@ class Turn:
             async with stream:
                 async for delta in stream:
                     if isinstance(delta, TextDelta) and delta.text:
-                        await self.emit(TextEvent(delta=delta.text))
+                        for piece in split_text(delta.text):  # a frame holds 8 MiB
+                            await self.emit(TextEvent(delta=piece))
             result = stream.result()
         except BaseException:
             await self._keep_interrupted(conversation, stream.assembler.text)
@@ -202,7 +226,8 @@ class Turn:
                      "predicted_n %s", conversation, escape_line(result.finish_reason),
                      timings.prompt_n, timings.cache_n, timings.predicted_n)
         calls = [
-            ToolCallRef(id=c.id, name=c.name[:MAX_TOOL_NAME], arguments=c.arguments)
+            ToolCallRef(id=c.id[:MAX_CALL_ID_CHARS], name=c.name[:MAX_TOOL_NAME],
+                        arguments=c.arguments)
             for c in result.tool_calls
         ] if result.finish_reason == "tool_calls" else []
         await self.store.append(
@@ -227,17 +252,14 @@ class Turn:
         self, conversation: str, call_id: str, name: str, arguments: str, clock: _Clock
     ) -> None:
         tool = name[:MAX_TOOL_NAME]
-        try:
-            args: dict[str, Any] | None = loads_object(arguments)
-        except DecodeError:
-            args = None
+        call_id = call_id[:MAX_CALL_ID_CHARS]  # as kept in the assistant message
+        args, problem = _forwardable_args(arguments)
         await self.emit(ToolCallEvent(call_id=call_id, tool=tool,
                                       args=JsonObject(args) if args is not None else None,
-                                      raw_args=None if args is not None else arguments))
+                                      raw_args=None if args is not None else _raw(arguments)))
         if args is None:
             await self._deny(conversation, call_id, tool, "bad_args",
-                             "the model's arguments are not a JSON object; brokerd was not asked",
-                             None)
+                             f"{problem}; brokerd was not asked", None)
             return
 
         async def on_pending(pending: Pending) -> None:

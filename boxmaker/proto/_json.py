@@ -124,6 +124,30 @@ def dumps(value: JSONValue, *, ascii_only: bool = False, sort_keys: bool = False
     )
 
 
+def dumps_terminal(value: JSONValue) -> str:
+    """Compact JSON for a terminal (every ``--json`` output): ASCII only, every
+    control escaped (``ensure_ascii`` leaves DEL raw, so it is escaped too)."""
+    return dumps(value, ascii_only=True).replace("\x7f", "\\u007f")
+
+
+def nesting_depth(value: JSONValue) -> int:
+    """How deep `value` nests: 0 for a scalar, 1 for a flat object or list."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in children
+                     if isinstance(child, (dict, list)))
+    return deepest
+
+
 def dumps_bytes(value: JSONValue) -> bytes:
     return dumps(value).encode("utf-8")
 

@@ -11,12 +11,14 @@ from typing import Any, Final, Literal
 import attrs
 
 from ._convert import U64, InvalidValue, JsonObject, register_tagged_union
+from ._json import dumps, nesting_depth
 from ._taint import Label
 from ._wire import (
     DenialCode,
     ErrorAnswer,
     check_name,
     check_runbook,
+    check_tool,
     check_ts,
     decode_request,
     decode_response,
@@ -28,6 +30,19 @@ from ._wire import (
 from ._wire_broker import ResultStatus
 
 MAX_SAY_BYTES: Final = 64 * 1024
+MAX_TEXT_DELTA_BYTES: Final = 64 * 1024
+"""A `text` event carries at most this much UTF-8; loopd splits a longer delta."""
+MAX_ARGS_DEPTH: Final = 32
+"""How deep a `tool_call`'s `args` may nest (a flat object is 1).  The deepest
+envelope that carries arguments (admin.sock's approval list) adds 4 levels to
+them, so 32 keeps every frame far inside 02-wire's 64."""
+MAX_ARGS_BYTES: Final = 2 * 1024 * 1024
+"""The most UTF-8 JSON a `tool_call`'s `args` (or `raw_args` as a JSON string)
+may take: room for the 1 MiB `write_file` content, and far inside a frame."""
+MAX_RAW_ARGS_CHARS: Final = 64 * 1024
+"""loopd cuts the model's text in `raw_args` to this many characters."""
+MAX_CALL_ID_CHARS: Final = 256
+"""loopd cuts the model's tool-call id in events to this many characters."""
 
 # --- requests -------------------------------------------------------------------
 
@@ -76,21 +91,73 @@ class LoopRequest:
 # --- events of a turn -----------------------------------------------------------
 
 
+def _utf8_size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _check_delta(_: object, attribute: attrs.Attribute[Any], value: str) -> None:
+    if _utf8_size(value) > MAX_TEXT_DELTA_BYTES:
+        raise InvalidValue(f"{attribute.name} is longer than {MAX_TEXT_DELTA_BYTES} bytes")
+
+
+def _check_call_id(_: object, attribute: attrs.Attribute[Any], value: str) -> None:
+    if len(value) > MAX_CALL_ID_CHARS:
+        raise InvalidValue(f"{attribute.name} is longer than {MAX_CALL_ID_CHARS} characters")
+
+
+def args_problem(args: JsonObject | dict[str, Any]) -> str | None:
+    """Why `args` cannot be forwarded in a `tool_call` event (None: it can)."""
+    depth = nesting_depth(args)
+    if depth > MAX_ARGS_DEPTH:
+        return f"the arguments nest {depth} deep, more than {MAX_ARGS_DEPTH}"
+    size = _utf8_size(dumps(args))
+    if size > MAX_ARGS_BYTES:
+        return f"the arguments take {size} bytes as JSON, more than {MAX_ARGS_BYTES}"
+    return None
+
+
+def _check_args(_: object, attribute: attrs.Attribute[Any], value: JsonObject | None) -> None:
+    if value is not None:
+        problem = args_problem(value)
+        if problem is not None:
+            raise InvalidValue(f"{attribute.name}: {problem}")
+
+
+def _check_raw_args(_: object, attribute: attrs.Attribute[Any], value: str | None) -> None:
+    if value is not None and _utf8_size(dumps(value)) > MAX_ARGS_BYTES:
+        raise InvalidValue(f"{attribute.name} is longer than {MAX_ARGS_BYTES} bytes as JSON")
+
+
+def split_text(text: str, limit: int = MAX_TEXT_DELTA_BYTES) -> list[str]:
+    """`text` cut, between code points, into pieces of at most `limit` UTF-8 bytes."""
+    if _utf8_size(text) <= limit:
+        return [text]
+    pieces: list[str] = []
+    start = 0
+    while start < len(text):
+        end = min(len(text), start + limit)  # a code point is at least one byte
+        while _utf8_size(text[start:end]) > limit:
+            end = max(start + 1, start + (end - start) * 3 // 4)
+        pieces.append(text[start:end])
+        start = end
+    return pieces
+
+
 @attrs.frozen(kw_only=True)
 class TextEvent:
-    """One text delta, as received from the model."""
+    """One text delta, as received from the model (a long one split by loopd)."""
 
-    delta: str
+    delta: str = attrs.field(validator=_check_delta)
 
 
 @attrs.frozen(kw_only=True)
 class ToolCallEvent:
     """The model asked for a tool; `args` None (and `raw_args` its text) if not an object."""
 
-    call_id: str
-    tool: str
-    args: JsonObject | None
-    raw_args: str | None
+    call_id: str = attrs.field(validator=_check_call_id)
+    tool: str = attrs.field(validator=check_tool)
+    args: JsonObject | None = attrs.field(validator=_check_args)
+    raw_args: str | None = attrs.field(validator=_check_raw_args)
 
     def __attrs_post_init__(self) -> None:
         if (self.args is None) == (self.raw_args is None):
@@ -99,7 +166,7 @@ class ToolCallEvent:
 
 @attrs.frozen(kw_only=True)
 class ApprovalPendingEvent:
-    call_id: str
+    call_id: str = attrs.field(validator=_check_call_id)
     approval_id: U64
     tool: str
     expires_at: str = attrs.field(validator=check_ts)
@@ -112,7 +179,7 @@ ToolDeniedCode = Literal[
 
 @attrs.frozen(kw_only=True)
 class ToolDeniedEvent:
-    call_id: str
+    call_id: str = attrs.field(validator=_check_call_id)
     tool: str
     code: ToolDeniedCode
     reason: str
@@ -121,7 +188,7 @@ class ToolDeniedEvent:
 
 @attrs.frozen(kw_only=True)
 class ToolResultEvent:
-    call_id: str
+    call_id: str = attrs.field(validator=_check_call_id)
     tool: str
     status: ResultStatus
     bytes: U64

@@ -18,7 +18,8 @@ _audit_cmd = importlib.import_module("boxmaker.bxctl._audit_cmd")
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> Result:
-    return CliRunner().invoke(cli, list(args), env=env)
+    # a wide terminal: these tests read whole lines (wrapping: tests/integration)
+    return CliRunner().invoke(cli, list(args), env={"COLUMNS": "100000", **(env or {})})
 
 
 @pytest.fixture

@@ -448,7 +448,12 @@ def test_hostile_arguments_never_break_the_approval_block(stack_factory: Any) ->
     assert block[1] == "  tool     echo"
     assert block[2] == "  grant    echo-ask (ask)"
     assert block[3].startswith("  session  c4 · label public · trusted")
-    # the whole argument on one line, newlines shown as \n, never truncated
+    # the whole argument, newlines shown as \n, never truncated: wrapped by bxctl at the
+    # terminal's width (80 here), every continuation row behind the gutter (issue 11)
+    end = next(i for i, line in enumerate(lines) if "approve it with: bxctl approve" in line)
     assert block[4].startswith("  args     text  line1\\nline2\\u{001B}[2J\\u{202E}evil\\u{200B}B")
-    assert block[4].endswith("B" * 1000) and len(block[4]) > 1024 * 1024
-    assert "approve it with: bxctl approve" in lines[start + 5]
+    continued = lines[start + 5:end]
+    assert continued and all(line.startswith(" " * 11 + "\u2502 ") for line in continued)
+    assert all(len(line) <= 80 for line in lines[start:end])
+    whole = block[4] + "".join(line[13:] for line in continued)
+    assert whole.endswith("B" * 1000) and len(whole) > 1024 * 1024

@@ -1,0 +1,281 @@
+"""`bxctl chat` against a loop.sock server that sends frames bxctl cannot decode.
+
+A compromised or buggy loopd (a real Unix socket served from this process,
+by our own uid, so bxctl's uid check passes) sends a frame nested deeper than
+02-wire's 64 levels, a frame with an unknown field, one that is not JSON, and
+a frame with a hostile message; bxctl, interactive on a pseudo-terminal and
+with --say, says what happened (escaped), skips it, and keeps going.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+import subprocess
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes.brokerd import BXCTL
+from tests.fakes.pty import Pty
+
+
+def deep(depth: int) -> Any:
+    value: Any = {}
+    for _ in range(depth - 1):
+        value = {"a": value}
+    return value
+
+
+def frame(body: bytes) -> bytes:
+    return struct.pack(">I", len(body)) + body
+
+
+def receive_exactly(conn: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        more = conn.recv(size - len(data))
+        if not more:
+            raise ConnectionError("closed")
+        data += more
+    return data
+
+
+def hostile_frames(request_id: int, turn: int) -> list[bytes]:
+    def event(kind: str, body: dict[str, Any]) -> bytes:
+        return json.dumps({"id": request_id, "event": {kind: body}}).encode()
+
+    return [
+        event("text", {"delta": f"turn {turn} starts"}),
+        event("tool_call", {"call_id": "t1", "tool": "echo", "args": deep(62),
+                            "raw_args": None}),
+        event("text", {"delta": " -- unknown field next", "extra": 1}),
+        b"this is not json \x1b[2J",
+        json.dumps({"id": request_id, "error": {
+            "code": "turn_failed", "message": "boom \x1b]0;pwned\x07", "runbook": None,
+            "extra": True}}).encode(),
+        event("text", {"delta": " -- and still reading"}),
+        json.dumps({"id": request_id, "done": {
+            "finish": "stop", "rounds": 1,
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1}}}).encode(),
+    ]
+
+
+Script = Callable[[int, int], list["bytes | threading.Event"]]
+
+
+class FakeLoopd:
+    """loop.sock served by a thread: every `say` gets the script's frames (an Event
+    in the script is waited for before the frames after it are sent)."""
+
+    def __init__(self, path: Path, script: Script = hostile_frames) -> None:
+        self.path = path
+        self.script = script
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(str(path))
+        self.listener.listen(8)
+        self.turns = 0
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with conn:
+                try:
+                    (size,) = struct.unpack(">I", receive_exactly(conn, 4))
+                    request = json.loads(receive_exactly(conn, size))
+                    self.turns += 1
+                    for body in self.script(request["id"], self.turns):
+                        if isinstance(body, threading.Event):
+                            assert body.wait(timeout=60)
+                        else:
+                            conn.sendall(frame(body))
+                except (OSError, ConnectionError):
+                    pass
+
+    def close(self) -> None:
+        self.listener.shutdown(socket.SHUT_RDWR)
+        self.listener.close()
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture
+def fake_loopd(tmp_path: Path) -> Iterator[tuple[FakeLoopd, Path]]:
+    fake = FakeLoopd(tmp_path / "loop.sock")
+    config = tmp_path / "bxctl.toml"
+    config.write_text(f'home = "{tmp_path}"\nloop_socket = "{fake.path}"\n'
+                      f'admin_socket = "{tmp_path / "admin.sock"}"\n')
+    yield fake, config
+    fake.close()
+
+
+def test_say_survives_frames_it_cannot_decode(fake_loopd: tuple[FakeLoopd, Path]) -> None:
+    _, config = fake_loopd
+    result = subprocess.run([str(BXCTL), "--config", str(config), "chat", "--say", "hi"],
+                            capture_output=True, text=True, timeout=60, check=False)
+    everything = result.stdout + result.stderr
+    assert "Traceback" not in everything and "ExceptionGroup" not in everything
+    assert "\x1b" not in everything and "\x07" not in everything
+    assert "turn 1 starts" in result.stdout and "and still reading" in result.stdout
+    assert everything.count("could not decode") == 4, everything
+    assert result.returncode == 0, everything
+
+
+def test_say_json_skips_them_on_stdout_and_says_so_on_stderr(
+        fake_loopd: tuple[FakeLoopd, Path]) -> None:
+    _, config = fake_loopd
+    result = subprocess.run([str(BXCTL), "--config", str(config), "chat", "--say", "hi",
+                             "--json"], capture_output=True, text=True, timeout=60, check=False)
+    assert "Traceback" not in result.stderr
+    frames = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [next(iter(f.get("event", {"done": 0}))) for f in frames] == ["text", "text", "done"]
+    assert result.stdout.isascii()
+    assert result.stderr.count("could not decode") == 4
+    assert result.returncode == 0
+
+
+def test_interactive_chat_keeps_going(fake_loopd: tuple[FakeLoopd, Path]) -> None:
+    fake, config = fake_loopd
+    chat = Pty([str(BXCTL), "--config", str(config), "chat"],
+               env=dict(os.environ, COLUMNS="80"))
+    try:
+        chat.expect(b"you> ")
+        chat.type("first\n")
+        chat.expect(b"and still reading")
+        chat.expect(b"you> ")
+        chat.type("second\n")
+        chat.expect(b"turn 2 starts")
+        chat.expect(b"and still reading")
+        chat.expect(b"you> ")
+    finally:
+        code = chat.close()
+    screen = chat.seen.decode(errors="replace")
+    assert code == 0, screen
+    assert "Traceback" not in screen and "\x1b[2J" not in screen and "\x07" not in screen
+    assert fake.turns == 2
+
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "wire"
+
+
+class FakeAdmin:
+    """admin.sock answering every request with the fixture approval 482913."""
+
+    def __init__(self, path: Path) -> None:
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(str(path))
+        self.listener.listen(8)
+        self.answer = json.loads((FIXTURES / "admin-answer-approval.json").read_text())
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with conn:
+                (size,) = struct.unpack(">I", receive_exactly(conn, 4))
+                request = json.loads(receive_exactly(conn, size))
+                conn.sendall(frame(json.dumps({**self.answer, "id": request["id"]}).encode()))
+
+    def close(self) -> None:
+        self.listener.shutdown(socket.SHUT_RDWR)
+        self.listener.close()
+        self.thread.join(timeout=10)
+
+
+def test_text_sent_while_the_question_is_on_screen_gets_a_row_of_its_own(
+        tmp_path: Path) -> None:
+    """A compromised loopd sends model text right behind the approval question, so
+    that the terminal would wrap it to column 0: it starts a gutter row instead."""
+    question_seen = threading.Event()
+    forged = ("x" * 20 + "approval 999 \u00b7 expires 07:10:00 (in 9m58s)")
+
+    def script(request_id: int, turn: int) -> list[bytes | threading.Event]:
+        def event(kind: str, body: dict[str, Any]) -> bytes:
+            return json.dumps({"id": request_id, "event": {kind: body}}).encode()
+
+        return [
+            event("approval_pending", {"call_id": "t1", "approval_id": 482913,
+                                       "tool": "http_fetch",
+                                       "expires_at": "2026-11-29T07:10:00.000000Z"}),
+            question_seen,
+            event("text", {"delta": forged}),
+            json.dumps({"id": request_id, "done": {
+                "finish": "stop", "rounds": 1,
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1}}}).encode(),
+        ]
+
+    loopd = FakeLoopd(tmp_path / "loop.sock", script)
+    admin = FakeAdmin(tmp_path / "admin.sock")
+    config = tmp_path / "bxctl.toml"
+    config.write_text(f'home = "{tmp_path}"\nloop_socket = "{loopd.path}"\n'
+                      f'admin_socket = "{tmp_path / "admin.sock"}"\n')
+    chat = Pty([str(BXCTL), "--config", str(config), "chat"],
+               env=dict(os.environ, COLUMNS="80"))
+    try:
+        chat.expect(b"you> ")
+        chat.type("go\n")
+        chat.expect(b"or Enter to leave it pending: ")
+        question_seen.set()
+        chat.expect(b"(stop, 1 round")
+        chat.expect(b"you> ")
+    finally:
+        code = chat.close()
+        loopd.close()
+        admin.close()
+    assert code == 0
+    rows = chat.seen.decode().replace("\r\n", "\n").split("\n")
+    [question] = [r for r in rows if r.startswith("type 482913 to approve")]
+    assert question.endswith("pending: ")  # nothing of the model's behind it
+    assert not any(r.startswith("approval 999") for r in rows)
+    assert any(r.startswith("\u2502 " + "x" * 20 + "approval 999") for r in rows)
+
+
+def test_a_frame_header_out_of_range_ends_only_that_turn(tmp_path: Path) -> None:
+    """A length past 8 MiB cannot be skipped (the stream is out of step): the turn
+    ends with the daemon-unreachable message, and the next turn runs."""
+
+    class BadHeaderFirst(FakeLoopd):
+        def _serve(self) -> None:
+            conn, _ = self.listener.accept()
+            with conn:
+                (size,) = struct.unpack(">I", receive_exactly(conn, 4))
+                request = json.loads(receive_exactly(conn, size))
+                conn.sendall(frame(json.dumps({"id": request["id"], "event": {
+                    "text": {"delta": "turn one"}}}).encode()))
+                conn.sendall(struct.pack(">I", 0xFFFFFFFF) + b"x" * 64)
+            self.turns = 1
+            super()._serve()  # then every turn as hostile_frames
+
+    loopd = BadHeaderFirst(tmp_path / "loop.sock")
+    config = tmp_path / "bxctl.toml"
+    config.write_text(f'home = "{tmp_path}"\nloop_socket = "{loopd.path}"\n'
+                      f'admin_socket = "{tmp_path / "admin.sock"}"\n')
+    chat = Pty([str(BXCTL), "--config", str(config), "chat"],
+               env=dict(os.environ, COLUMNS="200"))
+    try:
+        chat.expect(b"you> ")
+        chat.type("first\n")
+        chat.expect(b"sent a frame that does not decode")
+        chat.expect(b"you> ")
+        chat.type("second\n")
+        chat.expect(b"and still reading")
+        chat.expect(b"you> ")
+    finally:
+        code = chat.close()
+        loopd.close()
+    screen = chat.seen.decode(errors="replace")
+    assert code == 0, screen
+    assert "exceeds the limit" in screen and "Traceback" not in screen

@@ -1,0 +1,72 @@
+"""Rows model text cannot forge (boxmaker.bxctl._screen, issue 11): wrapping and gutters."""
+
+from __future__ import annotations
+
+import re
+
+import wcwidth
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from boxmaker.bxctl._screen import CONTINUATION, GUTTER, ModelText, cut, wrap_row
+from boxmaker.proto._escape import escape_line, escape_text
+
+ANY_TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=400)
+WIDTHS = st.integers(min_value=20, max_value=120)
+_ESCAPE = re.compile(r"\\u\{[0-9A-F]{4,6}\}|\\[\\n]")
+
+
+def columns(row: str) -> int:
+    """An independent count: wcswidth per code point, ambiguous 2, never below 1."""
+    return sum(max(1, wcwidth.wcwidth(ch, ambiguous_width=2)) for ch in row)
+
+
+def escapes_whole(rows: list[str], escaped: str) -> bool:
+    """No row ends inside a backslash escape."""
+    found = [m.group() for m in _ESCAPE.finditer(escaped)]
+    rejoined = "".join(rows)
+    return [m.group() for m in _ESCAPE.finditer(rejoined)] == found
+
+
+@settings(max_examples=300)
+@given(ANY_TEXT, WIDTHS)
+def test_model_text_rows_all_start_with_the_gutter_and_fit(text: str, width: int) -> None:
+    stream = ModelText()
+    middle = len(text) // 2
+    shown = stream.feed(escape_text(text[:middle]), width)
+    shown += stream.feed(escape_text(text[middle:]), width) + stream.close()
+    assert stream.close() == ""
+    rows = shown.split("\n")
+    assert rows[-1] == ""  # closed: boxmaker's next row starts at column 0
+    for row in rows[:-1]:
+        assert row.startswith(GUTTER)
+        assert columns(row) <= width or columns(row[len(GUTTER):]) <= 10  # one escape
+    plain = "".join(row[len(GUTTER):] for row in rows[:-1])
+    assert plain.replace("\n", "") == escape_text(text).replace("\n", "")
+
+
+@settings(max_examples=300)
+@given(ANY_TEXT, WIDTHS)
+def test_a_field_wraps_behind_the_gutter_and_keeps_every_escape_whole(
+        text: str, width: int) -> None:
+    escaped = escape_line(text)
+    rows = wrap_row("  args     ", escaped, width)
+    assert rows[0].startswith("  args     ")
+    assert all(row.startswith(CONTINUATION) for row in rows[1:])
+    assert all(columns(row) <= width for row in rows if len(row) > len(CONTINUATION) + 10)
+    body = rows[0][len("  args     "):] + "".join(r[len(CONTINUATION):] for r in rows[1:])
+    assert body == escaped
+    assert escapes_whole(rows, escaped)
+
+
+def test_ambiguous_and_wide_characters_count_two_columns() -> None:
+    rows = wrap_row("", "\u00e9" * 30, 20)  # é is East Asian ambiguous
+    # 2 columns each; a continuation ("  " and the gutter, │ ambiguous too) takes 5
+    assert [r.count("\u00e9") for r in rows] == [10, 7, 7, 6]
+    assert wrap_row("", "\u4e2d" * 10, 20)[0] == "\u4e2d" * 10
+
+
+def test_cut_never_splits_an_escape() -> None:
+    escaped = escape_line("ab\x1b")
+    assert cut(escaped, 4) == "ab"
+    assert cut(escaped, 10) == escaped
