@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -212,6 +213,18 @@ def up(home: Path | None, url: str | None, local_model: bool, no_chat: bool) -> 
             click.echo(f"boxmaker: {exc}", err=True)
         sys.exit(1)
     sys.exit(status)
+
+
+APPROVALS_PROGRAM = (sys.executable, "-m", "boxmaker.approvals")
+"""The approval page runs as its own program (it meets brokerd only over admin.sock)."""
+
+
+@cli.command("approvals", context_settings={"ignore_unknown_options": True,
+                                             "allow_interspersed_args": False})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def approvals(args: tuple[str, ...]) -> None:
+    """The approval page: `boxmaker approvals serve [--config PATH]` (see its --help)."""
+    os.execv(APPROVALS_PROGRAM[0], [*APPROVALS_PROGRAM, *args])
 
 
 def main() -> None:
