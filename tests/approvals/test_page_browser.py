@@ -4,10 +4,8 @@ Chromium's virtual authenticator as the owner's passkey (11-approvals-web).
 
 from __future__ import annotations
 
-import json
 import os
 import socket
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
