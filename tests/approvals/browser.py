@@ -135,10 +135,15 @@ class Stack:
 
     # -- helpers
 
+    def bxctl_argv(self) -> list[str]:
+        return [str(BXCTL), "--admin-socket", str(self.home.admin)]
+
+    def bxctl_env(self) -> dict[str, str]:
+        return env_for(self.home)
+
     def bxctl(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(BXCTL), "--admin-socket", str(self.home.admin), *args],
-                              env=env_for(self.home), capture_output=True, text=True,
-                              timeout=60, check=False)
+        return subprocess.run([*self.bxctl_argv(), *args], env=self.bxctl_env(),
+                              capture_output=True, text=True, timeout=60, check=False)
 
     def wait(self, condition: Any, timeout: float = 30) -> Any:
         return WebDriverWait(self.driver, timeout, poll_frequency=0.1).until(condition)
