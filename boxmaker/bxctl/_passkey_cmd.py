@@ -80,7 +80,10 @@ def list_(app: App, as_json: bool) -> None:
 @click.option("--no-qr", is_flag=True, help="Print the link without its QR code.")
 @pass_app
 def remove(app: App, credential_id: str, no_qr: bool) -> None:
-    """Print a one-time link that removes passkey ID (signed by an enrolled passkey)."""
+    """Print a one-time link that removes passkey ID (signed by an enrolled passkey).
+
+    An ID that starts with - goes after --: bxctl passkey remove -- -AbC...
+    """
     text_arg(credential_id, "ID")
     if _ID_RE.fullmatch(credential_id) is None:
         raise click.UsageError("ID is a credential id as bxctl passkey list shows it (base64url)")

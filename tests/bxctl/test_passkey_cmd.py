@@ -65,7 +65,7 @@ def test_list_shows_what_the_log_enrolled(brokerd: Any) -> None:
     document = json.loads(bxctl(home, "passkey", "list", "--json").stdout)
     assert document["items"][0]["credential_id"] == key.id
     assert document["origins"] == [ORIGIN] and document["require_passkey"] is False
-    removal = bxctl(home, "passkey", "remove", key.id, "--no-qr")
+    removal = bxctl(home, "passkey", "remove", "--no-qr", "--", key.id)  # ids may start with -
     assert removal.returncode == 0 and "/enrol#" in removal.stdout
     unknown = bxctl(home, "passkey", "remove", "AAAA")
     assert unknown.returncode == 1 and "no enrolled credential" in unknown.stderr
