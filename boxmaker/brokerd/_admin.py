@@ -20,7 +20,7 @@ from ..policy._model import GrantState
 from ..proto._convert import U64, JsonObject
 from ..proto._errors import DecodeError
 from ..proto._taint import Taint
-from ..proto._wire import Ok, error_answer
+from ..proto._wire import ErrorAnswer, Ok, error_answer
 from ..proto._wire_admin import (
     AdminAnswer,
     AdminRequest,
@@ -44,6 +44,8 @@ from ..proto._wire_admin import (
     decode_admin_request,
     encode_admin_answer,
 )
+from ..proto._wire_passkey import PASSKEY_REQUEST_TAGS, b64url
+from ._admin_passkey import approval_passkey, declassify_passkey, handle_passkey
 from ._approvals import PendingApproval
 from ._audit_writer import AuditUnavailable
 from ._broker import bad_frame_answer, linger_close, read_request
@@ -58,6 +60,7 @@ def approval_view(entry: PendingApproval) -> Approval:
         approval_id=U64(entry.approval_id), call=U64(entry.call_id), session=entry.session,
         tool=entry.tool, args=JsonObject(entry.args), grant=entry.grant or "",
         state=entry.state, requested_at=entry.requested_at, expires_at=entry.expires_at,
+        challenge=b64url(entry.challenge),
     )
 
 
@@ -151,7 +154,12 @@ async def _dispatch(request: AdminRequest, peer: PeerCred, daemon: Daemon) -> Ad
                            seq=U64(seq))
     if isinstance(body, DeclassifyRequest):
         return await _declassify(body, peer, daemon)
+    if isinstance(body, _PASSKEY_REQUESTS):
+        return await handle_passkey(body, peer, daemon)
     raise AssertionError(f"unhandled admin request {type(body).__name__}")  # pragma: no cover
+
+
+_PASSKEY_REQUESTS = tuple(PASSKEY_REQUEST_TAGS.values())
 
 
 def _no_such_approval(approval_id: int) -> AdminAnswer:
@@ -167,6 +175,12 @@ async def _answer(body: ApproveRequest | RefuseRequest, peer: PeerCred,
         except AuditUnavailable as exc:
             return error_answer("audit_unavailable", str(exc))
     protected = daemon.config.protected
+    passkey = None
+    if isinstance(body, ApproveRequest):
+        gate = await approval_passkey(body, peer, daemon)
+        if isinstance(gate, ErrorAnswer):
+            return gate
+        passkey = gate
 
     def redecide(entry: PendingApproval, taint: Taint) -> Ruling:
         return daemon.link.redecide(entry.ask, taint, daemon.watcher.state, protected)
@@ -177,7 +191,7 @@ async def _answer(body: ApproveRequest | RefuseRequest, peer: PeerCred,
     reason = body.reason if isinstance(body, RefuseRequest) else None
     try:
         await daemon.ledger.answer(body.approval_id, verdict=verdict, by=peer.uid,
-                                   reason=reason, redecide=redecide)
+                                   reason=reason, redecide=redecide, passkey=passkey)
     except NoSuchApproval:
         return _no_such_approval(body.approval_id)
     except AuditUnavailable as exc:
@@ -187,6 +201,9 @@ async def _answer(body: ApproveRequest | RefuseRequest, peer: PeerCred,
 
 
 async def _declassify(body: DeclassifyRequest, peer: PeerCred, daemon: Daemon) -> AdminAnswer:
+    gate = await declassify_passkey(body, peer, daemon)
+    if gate is not None:
+        return gate
     to = Taint(label=body.label, untrusted=body.untrusted)
     try:
         await daemon.ledger.declassify(body.session, to=to, by=peer.uid, reason=body.reason)

@@ -69,6 +69,8 @@ class PendingApproval:
     """trio time of the expiry."""
     ask: Any
     """The policy's Ask, for `redecide`."""
+    challenge: bytes = b""
+    """What a passkey signs to approve exactly this call (11-approvals-web)."""
     _done: trio.Event = attrs.field(factory=trio.Event)
     _answer: Answer | None = None
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import attrs
 
 from .._audit_files import verify_directory
-from ..proto._audit import Call, Declassify, Record, ResultRecord
+from ..proto._audit import ApprovalRecord, Call, Declassify, Record, ResultRecord
+from ..proto._audit_passkey import PasskeyRecord
 from ..proto._taint import Taint
 from ._audit_startup import StartupReport, open_audit_log
 from ._audit_writer import AuditWriter, FsyncFn, WriteFn, thread_fsync
@@ -29,6 +30,8 @@ class AuditStartup:
     known_sessions: list[str]
     head_seq: int | None
     report: StartupReport | None = None
+    passkey_records: list[Record] = attrs.field(factory=list)
+    """`passkey` records and approvals with a passkey: the credentials and sign counts."""
 
 
 class TaintCollector:
@@ -39,10 +42,14 @@ class TaintCollector:
         self._sessions_of_calls: dict[int, str] = {}
         self.taints: dict[str, tuple[Taint, int]] = {}
         self.head_seq: int | None = None
+        self.passkey_records: list[Record] = []
 
     def __call__(self, record: Record) -> None:
         self.head_seq = record.seq
         event = record.event
+        if isinstance(event, PasskeyRecord) or (
+                isinstance(event, ApprovalRecord) and event.passkey is not None):
+            self.passkey_records.append(record)
         if isinstance(event, Call):
             self._sessions_of_calls[record.seq] = event.session
             self.known.add(event.session)
@@ -84,4 +91,5 @@ async def open_audit(config: BrokerdConfig, *, accept_break: bool, fsync: FsyncF
                                           on_record=collector, write=write)
     head = report.next_seq - 1 if report.next_seq > 0 else None
     return AuditStartup(writer=writer, taints=collector.taints,
-                        known_sessions=sorted(collector.known), head_seq=head, report=report)
+                        known_sessions=sorted(collector.known), head_seq=head, report=report,
+                        passkey_records=collector.passkey_records)

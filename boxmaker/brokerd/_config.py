@@ -14,6 +14,7 @@ from typing import Literal
 
 import attrs
 
+from .._passkey_origin import check_passkey_settings
 from .._paths import UID_MAX, absolute, boxmaker_home, default_socket, under
 from .._toml import TomlFileError, parse_toml
 
@@ -45,6 +46,11 @@ class SocketsTable:
 @attrs.frozen(kw_only=True)
 class ApprovalsTable:
     ttl_ms: int = 600_000
+    rp_id: str | None = None
+    """The approval page's host name: the WebAuthn RP id (11-approvals-web)."""
+    origins: list[str] | None = None
+    """The approval page's origins (https://NAME[:PORT], or http://localhost[:PORT])."""
+    require_passkey: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -107,6 +113,9 @@ class BrokerdConfig:
     fsync: bool
     source: Path | None
     """The config file read, or None when none existed (every default)."""
+    rp_id: str | None = None
+    origins: tuple[str, ...] = ()
+    require_passkey: bool = False
 
     @property
     def single_uid(self) -> bool:
@@ -138,6 +147,10 @@ def _check(raw: BrokerdFile) -> None:
     ttl = raw.approvals.ttl_ms
     if not 1 <= ttl <= TTL_MS_MAX:
         raise ConfigError(f"approvals.ttl_ms: {ttl} is outside 1..{TTL_MS_MAX} (a day)")
+    problem = check_passkey_settings(raw.approvals.rp_id, raw.approvals.origins or [],
+                                     require=raw.approvals.require_passkey)
+    if problem is not None:
+        raise ConfigError(problem)
     runner = raw.runner
     for name in ("pids", "timeout_ms", "output_max_bytes", "nofile", "nproc"):
         value = getattr(runner, name)
@@ -219,6 +232,9 @@ def resolve(raw: BrokerdFile, source: Path | None, *, own_uid: int | None = None
         runner=raw.runner,
         fsync=raw.audit.fsync,
         source=source,
+        rp_id=raw.approvals.rp_id,
+        origins=tuple(raw.approvals.origins or ()),
+        require_passkey=raw.approvals.require_passkey,
     )
 
 

@@ -23,6 +23,7 @@ from ..proto._convert import U64
 from ..proto._wire import ts_from_unix
 from ._config import BrokerdConfig
 from ._ledger import Ledger
+from ._passkeys import PasskeyRegistry
 from ._policy_link import PolicyLink
 from .runner._spec import Runtime
 
@@ -78,6 +79,9 @@ class Daemon:
     grants_unreadable: bool = False
     idle_scopes: set[trio.CancelScope] = attrs.field(factory=set)
     """Connections still reading their request: cancelled at shutdown."""
+    passkeys: PasskeyRegistry = attrs.field(
+        factory=lambda: PasskeyRegistry(rp_id=None, origins=(), clock=trio.current_time))
+    """The owner's enrolled credentials (from the log) and live enrolment links."""
 
     def refresh_grants(self) -> tuple[GrantState, list[Event]]:
         """The current grant set, plus a `grants` record when it changed.

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import secrets
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -43,9 +44,11 @@ from ..proto._audit import (
     Redecision,
     ResultRecord,
 )
+from ..proto._audit_passkey import ApprovalAttempt, PasskeyUse
 from ..proto._convert import U64, JsonObject
 from ..proto._json import canonical, dumps_bytes
 from ..proto._taint import FAIL_CLOSED, NEW_SESSION, Label, Taint
+from ..proto._wire_passkey import approval_challenge
 from ._approvals import Answer, PendingApproval, PendingTable
 from ._audit_writer import AuditUnavailable, AuditWriter
 from ._state import (
@@ -236,12 +239,16 @@ class Ledger:
         elif ruling.kind == "ask":
             approval_id = self.pending.new_id()
             now_wall = wall_now()
+            expires_at = format_time(now_wall + ttl_ms / 1000)
+            shown_args = canonical(args)
             approval = PendingApproval(
                 approval_id=approval_id, call_id=call_id, session=session, tool=tool,
-                args=canonical(args), grant=ruling.grant, state=taint,
-                requested_at=format_time(now_wall),
-                expires_at=format_time(now_wall + ttl_ms / 1000),
+                args=shown_args, grant=ruling.grant, state=taint,
+                requested_at=format_time(now_wall), expires_at=expires_at,
                 deadline=self._clock() + ttl_ms / 1000, ask=ruling.ask,
+                challenge=approval_challenge(
+                    approval_id=approval_id, call=call_id, session=session, tool=tool,
+                    args=shown_args, expires_at=expires_at, nonce=secrets.token_hex(16)),
             )
             outcome = OutcomeAsk(approval_id=U64(approval_id), expires_at=approval.expires_at)
         else:
@@ -319,8 +326,11 @@ class Ledger:
         by: int,
         reason: str | None,
         redecide: Callable[[PendingApproval, Taint], Ruling],
+        passkey: PasskeyUse | None = None,
     ) -> None:
         """approve/refuse: take the entry, re-decide (approve), record, answer its waiter.
+
+        `passkey` is the verified assertion that approved it (kept in the record).
 
         Raises NoSuchApproval, or AuditUnavailable (the waiter is then
         answered audit_unavailable too).
@@ -332,7 +342,7 @@ class Ledger:
             redecision, answer = self._verdict(entry, verdict, reason, redecide)
             event = ApprovalRecord(
                 call=U64(entry.call_id), approval_id=U64(entry.approval_id), verdict=verdict,
-                by=U64(by), reason=reason, redecision=redecision,
+                by=U64(by), reason=reason, redecision=redecision, passkey=passkey,
             )
             with trio.CancelScope(shield=True):  # taken: it is answered, whatever happens here
                 await self.writer.append([event])
@@ -388,6 +398,12 @@ class Ledger:
             entry.resolve(Answer(run=False, denied_code="expired",
                                  denied_reason="the requester went away"))
         return True
+
+    async def attempt(self, approval_id: int | None, *, by: int, reason: str) -> None:
+        """Record a refused approve, declassify or passkey change (`approval_attempt`)."""
+        await self.writer.append([ApprovalAttempt(
+            approval_id=U64(approval_id) if approval_id is not None else None, by=U64(by),
+            reason=reason)])
 
     async def declassify(self, session: str, *, to: Taint, by: int, reason: str) -> None:
         """Lower a session's taint (the owner).  Raises NoSuchSession, NotLower."""

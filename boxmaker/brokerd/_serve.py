@@ -43,6 +43,7 @@ from ._broker import handle_broker, linger_close
 from ._config import BrokerdConfig
 from ._context import Daemon
 from ._ledger import Ledger
+from ._passkeys import PasskeyRegistry
 from ._policy_link import PolicyLink
 from ._state import list_sessions, read_state, sync_state_files
 from .runner._echo import EchoRuntime
@@ -256,9 +257,13 @@ async def _serve_with_log(
     if config.single_uid:
         log.warning("%s", SINGLE_UID_WARNING)
         warnings.append(SINGLE_UID_WARNING)
+    passkeys = PasskeyRegistry(rp_id=config.rp_id, origins=config.origins,
+                               clock=trio.current_time)
+    for record in startup.passkey_records:
+        passkeys.feed(record)
     daemon = Daemon(config=config, ledger=ledger, watcher=watcher, runtime=runtime,
                     link=PolicyLink.of(config.protected), version=__version__,
-                    warnings=warnings)
+                    warnings=warnings, passkeys=passkeys)
     try:
         broker_std, admin_std = _take_sockets(config)
     except SocketSetupError as exc:

@@ -68,10 +68,11 @@ def _register() -> None:
     cli.add_command(_grants_cmd.grants)
     cli.add_command(_chat_cmd.chat)
 
-    from . import _admin_cmd
+    from . import _admin_cmd, _passkey_cmd
 
     for command in _admin_cmd.COMMANDS:
         cli.add_command(command)
+    cli.add_command(_passkey_cmd.passkey)
 
 
 _register()

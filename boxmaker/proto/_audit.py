@@ -26,6 +26,7 @@ from typing import Any, Literal
 import attrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
+from ._audit_passkey import ApprovalAttempt, PasskeyRecord, PasskeyUse
 from ._convert import (
     U64,
     U64_MAX,
@@ -181,6 +182,7 @@ class ApprovalRecord:
     by: U64 | None
     reason: str | None
     redecision: Redecision | None
+    passkey: PasskeyUse | None = None  # 11-approvals-web: the key is left out when None
 
 
 @attrs.frozen(kw_only=True)
@@ -249,6 +251,8 @@ Event = (
     | Declassify
     | Recovery
     | Break
+    | PasskeyRecord
+    | ApprovalAttempt
 )
 
 EVENT_TYPES: dict[str, type[Any]] = {
@@ -262,6 +266,8 @@ EVENT_TYPES: dict[str, type[Any]] = {
     "declassify": Declassify,
     "recovery": Recovery,
     "break": Break,
+    "passkey": PasskeyRecord,
+    "approval_attempt": ApprovalAttempt,
 }
 _KEY_OF_TYPE: dict[type[Any], str] = {cls: key for key, cls in EVENT_TYPES.items()}
 
@@ -299,6 +305,12 @@ def _register_declassify() -> None:
 
 
 _register_declassify()
+
+_approval_fields = make_dict_unstructure_fn(ApprovalRecord, converter)
+register_unstructure_hook(  # an approval without a passkey is written as older records were
+    ApprovalRecord,
+    lambda v: {k: x for k, x in _approval_fields(v).items() if k != "passkey" or x is not None},
+)
 
 
 # --------------------------------------------------------------------------

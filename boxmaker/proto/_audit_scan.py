@@ -63,7 +63,7 @@ _HEX64 = r"[0-9a-f]{64}"
 _SESSION = r'"[a-z0-9][a-z0-9-]{0,63}"'
 
 _TOP = re.compile(
-    rf'\{{"seq":(?P<seq>{_U64}),"ts":"(?P<ts>{_TS})","prev":"(?P<prev>{_HEX64})","(?P<key>[a-z]+)":'
+    rf'\{{"seq":(?P<seq>{_U64}),"ts":"(?P<ts>{_TS})","prev":"(?P<prev>{_HEX64})","(?P<key>[a-z_]+)":'
 )
 
 _TAGGED: dict[Any, dict[str, type[Any]]] = {
@@ -85,6 +85,15 @@ _FIELDS: dict[tuple[type[Any], str], str] = {
     (ResultRecord, "call"): f"(?P<call>{_U64})",
     (ApprovalRecord, "verdict"): '"(?P<verdict>approved|refused|expired|requester_gone)"',
 }
+
+
+_LEFT_OUT_WHEN_NONE = {(ApprovalRecord, "passkey")}
+"""Trailing fields that a record leaves out when they are None (newer than the format)."""
+
+
+def _member(tp: Any) -> Any:
+    (member,) = [arg for arg in get_args(tp) if arg is not type(None)]
+    return member
 
 
 def _pattern(tp: Any, owner: type[Any] | None = None, name: str | None = None) -> str:
@@ -118,9 +127,13 @@ def _pattern(tp: Any, owner: type[Any] | None = None, name: str | None = None) -
         hints = get_type_hints(tp)
         parts = [
             f'"{_JSON_NAMES.get((tp, f.name), f.name)}":{_pattern(hints[f.name], tp, f.name)}'
-            for f in attrs.fields(tp)
+            for f in attrs.fields(tp) if (tp, f.name) not in _LEFT_OUT_WHEN_NONE
         ]
-        return r"\{" + ",".join(parts) + r"\}"
+        optional = "".join(
+            f'(?:,"{f.name}":{_pattern(_member(hints[f.name]))})?'
+            for f in attrs.fields(tp) if (tp, f.name) in _LEFT_OUT_WHEN_NONE
+        )
+        return r"\{" + ",".join(parts) + optional + r"\}"
     raise TypeError(f"no pattern for {tp!r}")  # pragma: no cover - our own bug
 
 

@@ -47,6 +47,8 @@ ErrorCode = Literal[
     "inference_unavailable",
     "core_unreadable",
     "turn_failed",
+    "passkey_required",
+    "no_such_passkey",
 ]
 ERROR_CODES: Final[tuple[ErrorCode, ...]] = get_args(ErrorCode)
 
@@ -63,6 +65,8 @@ ERROR_RUNBOOKS: Final[Mapping[ErrorCode, str | None]] = {
     "inference_unavailable": "docs/runbook.md#inference-unavailable",
     "core_unreadable": "docs/runbook.md#core-unreadable",
     "turn_failed": None,
+    "passkey_required": "docs/runbook.md#passkey-required",
+    "no_such_passkey": None,
 }
 """02-wire "Errors": every error code and its runbook pointer (or None)."""
 

@@ -26,6 +26,15 @@ from ._wire import (
     tag_of,
     tag_table,
 )
+from ._wire_passkey import (
+    PASSKEY_ANSWER_TAGS,
+    PASSKEY_REQUEST_TAGS,
+    Assertion,
+    PasskeyAnswer,
+    PasskeyRequestBody,
+    check_b64url,
+    omit_when_none,
+)
 
 # --- requests -------------------------------------------------------------------
 
@@ -45,6 +54,8 @@ class ApprovalRequest:
 @attrs.frozen(kw_only=True)
 class ApproveRequest:
     approval_id: U64
+    assertion: Assertion | None = None
+    """A WebAuthn assertion over the approval's `challenge` (11-approvals-web)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -76,7 +87,13 @@ class DeclassifyRequest:
     label: Label
     untrusted: bool
     reason: str
+    assertion: Assertion | None = None
+    """Over `declassify_challenge` of this request (needed under require_passkey)."""
 
+
+# The assertion is optional on the wire: a request without one is written as before.
+omit_when_none(ApproveRequest, "assertion")
+omit_when_none(DeclassifyRequest, "assertion")
 
 AdminRequestBody = (
     ApprovalsRequest
@@ -87,6 +104,7 @@ AdminRequestBody = (
     | GrantsCheckRequest
     | SessionRequest
     | DeclassifyRequest
+    | PasskeyRequestBody
 )
 
 
@@ -115,6 +133,8 @@ class Approval:
     state: Taint
     requested_at: str = attrs.field(validator=check_ts)
     expires_at: str = attrs.field(validator=check_ts)
+    challenge: str = attrs.field(validator=check_b64url)
+    """base64url SHA-256 of exactly this call and a nonce: what a passkey signs."""
 
 
 @attrs.frozen(kw_only=True)
@@ -194,7 +214,10 @@ class SessionInfo:
     seq: U64
 
 
-AdminAnswer = ApprovalList | Approval | Ok | Status | GrantsReport | SessionInfo | ErrorAnswer
+AdminAnswer = (
+    ApprovalList | Approval | Ok | Status | GrantsReport | SessionInfo | PasskeyAnswer
+    | ErrorAnswer
+)
 
 ADMIN_REQUEST_TAGS: Final[dict[str, Any]] = {
     "approvals": ApprovalsRequest,
@@ -205,6 +228,7 @@ ADMIN_REQUEST_TAGS: Final[dict[str, Any]] = {
     "grants_check": GrantsCheckRequest,
     "session": SessionRequest,
     "declassify": DeclassifyRequest,
+    **PASSKEY_REQUEST_TAGS,
 }
 ADMIN_ANSWER_TAGS: Final[dict[str, Any]] = {
     "approvals": ApprovalList,
@@ -213,6 +237,7 @@ ADMIN_ANSWER_TAGS: Final[dict[str, Any]] = {
     "status": Status,
     "grants_report": GrantsReport,
     "session": SessionInfo,
+    **PASSKEY_ANSWER_TAGS,
     "error": ErrorAnswer,
 }
 _REQUEST_BY_CLASS = tag_table(ADMIN_REQUEST_TAGS)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import re
 import subprocess
 import sys
@@ -14,6 +17,7 @@ import trio
 
 from .. import __version__
 from .._paths import boxmaker_home
+from .._qr import terminal_qr
 from ._home import write_starter_home
 from ._local import (
     N_CTX_PER_SLOT,
@@ -125,7 +129,10 @@ def cli() -> None:
     help="Use the embedded local model (Gemma 3 270M; the default when no server is known).",
 )
 @click.option("--no-chat", is_flag=True, help="Start the daemons only; Ctrl-C stops them.")
-def up(home: Path | None, url: str | None, local_model: bool, no_chat: bool) -> None:
+@click.option("--approvals-page", is_flag=True,
+              help="Also serve the approval page (docs/approvals.md), and print its URL.")
+def up(home: Path | None, url: str | None, local_model: bool, no_chat: bool,
+       approvals_page: bool) -> None:
     """Start brokerd, inferproxy and loopd, then open a chat; stop them all at the end.
 
     The inference server is --inference URL, or the one in the home's
@@ -197,6 +204,8 @@ def up(home: Path | None, url: str | None, local_model: bool, no_chat: bool) -> 
             ready_timeout_s=900,
         ),
     ]
+    if approvals_page:
+        specs.append(_approvals_child(home))
     foreground = None if no_chat else [_bin("bxctl"), "--config", str(home / "bxctl.toml"), "chat"]
     try:
         status = trio.run(
@@ -212,6 +221,45 @@ def up(home: Path | None, url: str | None, local_model: bool, no_chat: bool) -> 
             click.echo(f"boxmaker: {exc}", err=True)
         sys.exit(1)
     sys.exit(status)
+
+
+def _approvals_child(home: Path) -> ChildSpec:
+    """The approval page as a fourth child; its URL and QR code printed first."""
+    config = home / "approvals.toml"
+    origin = "http://localhost:8443"
+    if not config.exists():
+        home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        config.write_text("# the approval page (docs/approvals.md)\n"
+                          f'home = {json.dumps(str(home))}\norigin = "{origin}"\n',
+                          encoding="utf-8")
+        click.echo(f"created {config}")
+    with contextlib.suppress(OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        origin = str(tomllib.loads(config.read_text(encoding="utf-8")).get("origin", origin))
+    try:
+        approvals = tomllib.loads((home / "brokerd.toml").read_text(encoding="utf-8")).get(
+            "approvals", {})
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        approvals = {}
+    if origin not in approvals.get("origins", []):
+        click.echo(f"approval page: brokerd.toml's [approvals] does not name {origin!r}; add "
+                   f'rp_id and origins = ["{origin}"] there (docs/approvals.md) for passkeys',
+                   err=True)
+    click.echo(f"approval page: {origin}/", err=True)
+    click.echo(terminal_qr(origin + "/"), err=True)
+    argv = [*APPROVALS_PROGRAM, "serve", "--no-qr", "--config", str(config)]
+    return ChildSpec(name="approvals", argv=argv, ready_timeout_s=60)
+
+
+APPROVALS_PROGRAM = (sys.executable, "-m", "boxmaker.approvals")
+"""The approval page runs as its own program (it meets brokerd only over admin.sock)."""
+
+
+@cli.command("approvals", context_settings={"ignore_unknown_options": True,
+                                             "allow_interspersed_args": False})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def approvals(args: tuple[str, ...]) -> None:
+    """The approval page: `boxmaker approvals serve [--config PATH]` (see its --help)."""
+    os.execv(APPROVALS_PROGRAM[0], [*APPROVALS_PROGRAM, *args])
 
 
 def main() -> None:

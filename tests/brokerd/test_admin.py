@@ -16,6 +16,7 @@ def test_approval_view_is_whole() -> None:
         args={"url": "https://docs.python.org/3/", "method": "GET"}, grant="docs-fetch",
         state=NEW_SESSION, requested_at="2026-11-29T07:00:00.000000Z",
         expires_at="2026-11-29T07:10:00.000000Z", deadline=0.0, ask=None,
+        challenge=bytes(range(32)),
     )
     assert unstructure(approval_view(entry)) == {
         "approval_id": 482913, "call": 1207, "session": "s1", "tool": "http_fetch",
@@ -23,6 +24,7 @@ def test_approval_view_is_whole() -> None:
         "state": {"label": "public", "untrusted": False},
         "requested_at": "2026-11-29T07:00:00.000000Z",
         "expires_at": "2026-11-29T07:10:00.000000Z",
+        "challenge": "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8",
     }
 
 

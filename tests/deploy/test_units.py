@@ -50,7 +50,8 @@ SOCKETS = {
     "loop": "boxmaker-loop@.socket",
     "infer": "boxmaker-infer.socket",
 }
-SERVICES = (BROKERD, LOOPD, INFERPROXY)
+APPROVALS = "boxmaker-approvals@.service"
+SERVICES = (BROKERD, LOOPD, INFERPROXY, APPROVALS)
 
 
 # -- reading units -------------------------------------------------------------------
@@ -329,3 +330,18 @@ def test_readme_names_every_file() -> None:
     for command in ("pip install", "systemctl enable --now", "brokerd check-config",
                     "systemd-sysusers"):
         assert command in readme
+
+
+def test_approvals_page_unit_runs_the_page_as_the_owner() -> None:
+    unit = read_unit(APPROVALS)
+    assert unit.one("Service", "Type") == "notify"
+    assert unit.one("Service", "User") == "%i"
+    assert unit.one("Service", "ExecStart") == (
+        f"{INSTALLED_BIN}/boxmaker approvals serve --config /etc/boxmaker/approvals.toml --no-qr")
+    assert unit.one("Service", "NoNewPrivileges") == "yes"
+    assert unit.one("Service", "ProtectSystem") == "strict"
+    assert unit.one("Service", "CapabilityBoundingSet") == ""
+    from boxmaker.approvals._config import load_config
+
+    page = load_config(CONFIG / "approvals.toml")
+    assert page.admin_socket == Path("/run/boxmaker/admin.sock") and page.tls

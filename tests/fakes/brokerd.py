@@ -48,7 +48,7 @@ class Home:
 
     def __init__(self, *, runner: str = "echo", ttl_ms: int = 600_000, fsync: bool = True,
                  grants: dict[str, str] | None = None, extra: str = "",
-                 runner_extra: str = "") -> None:
+                 runner_extra: str = "", approvals_extra: str = "") -> None:
         self.root = Path(tempfile.mkdtemp(prefix="bk-", dir="/tmp"))
         self.home = self.root / "home"
         self.home.mkdir(mode=0o700)
@@ -69,6 +69,7 @@ class Home:
             f"{extra}"
             "[approvals]\n"
             f"ttl_ms = {ttl_ms}\n"
+            f"{approvals_extra}"
             "[runner]\n"
             f'kind = "{runner}"\n'
             f"{runner_extra}"

@@ -112,3 +112,41 @@ def test_up_writes_a_home_starts_everything_chats_and_stops(
     conversation = (home / "conversations" / "default.jsonl").read_text().splitlines()
     assert [json.loads(line)["role"] for line in conversation] == [
         "user", "assistant", "user", "assistant", "tool", "assistant"]
+
+
+def test_up_with_the_approval_page(fake_llama: Callable[[list[dict[str, Any]]], str]) -> None:
+    import socket
+    import urllib.request
+
+    root = Path(tempfile.mkdtemp(prefix="bxup", dir="/tmp"))
+    home, user = root / "home", root / "user"
+    user.mkdir()
+    home.mkdir(mode=0o700)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    origin = f"http://localhost:{port}"
+    (home / "approvals.toml").write_text(
+        f'home = "{home}"\nlisten = "127.0.0.1:{port}"\norigin = "{origin}"\n')
+    url = fake_llama([])
+    env = dict(os.environ, HOME=str(user))
+    env.pop("XDG_RUNTIME_DIR", None)
+    env.pop("BOXMAKER_HOME", None)
+    up = Pty([str(BOXMAKER), "up", "--home", str(home), "--inference", url, "--no-chat",
+              "--approvals-page"], env=env)
+    try:
+        screen = up.expect(b"approvals is ready", timeout=120).decode(errors="replace")
+        assert f"approval page: {origin}/" in screen
+        assert "does not name" in screen  # brokerd.toml has no [approvals] origins yet
+        assert "▀" in screen or "▄" in screen  # its QR code
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as page:
+            raise AssertionError(f"a foreign Host was served: {page.status}")
+    except urllib.error.HTTPError as refused:
+        assert refused.code == 421  # 127.0.0.1 is not the configured host
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/",
+                                         headers={"Host": f"localhost:{port}"})
+        with urllib.request.urlopen(request, timeout=30) as page:
+            assert page.status == 200 and b"boxmaker approvals" in page.read()
+    finally:
+        code = up.close()
+    assert code == 0, up.seen.decode(errors="replace")

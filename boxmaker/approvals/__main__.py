@@ -1,0 +1,5 @@
+"""`python -m boxmaker.approvals serve`."""
+
+from ._cli import main
+
+main()

@@ -1,0 +1,48 @@
+"""What the approval page shows of a pending approval: every field escaped.
+
+Everything that came from the model or a tool is escaped exactly as bxctl
+escapes it (07-bxctl "Escaping", `proto._escape`): the page then puts the
+text into the document with `textContent` only, in a monospace block, so
+HTML, scripts, ANSI sequences and bidirectional controls are inert and
+visible.  Values are never cut; the page folds long ones.  Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from ..proto._escape import escape_line
+from ..proto._json import dumps
+from ..proto._wire import parse_ts
+from ..proto._wire_admin import Approval
+from ._history import Cause
+
+
+def shown_value(value: Any) -> str:
+    return escape_line(value if isinstance(value, str) else dumps(value))
+
+
+def approval_view(approval: Approval, causes: list[Cause],
+                  now: dt.datetime) -> dict[str, Any]:
+    """The JSON the page's script renders for one pending approval."""
+    expires = parse_ts(approval.expires_at)
+    state = approval.state
+    raised = [{"seq": c.seq, "ts": c.ts, "tool": escape_line(c.tool), "label": c.label,
+               "untrusted": c.untrusted} for c in causes]
+    return {
+        "approval_id": approval.approval_id,
+        "call": approval.call,
+        "tool": escape_line(approval.tool),
+        "grant": escape_line(approval.grant),
+        "session": approval.session,
+        "label": state.label,
+        "untrusted": state.untrusted,
+        "taint_raised_by": raised,
+        "args": [[escape_line(key), shown_value(approval.args[key])]
+                 for key in sorted(approval.args)],
+        "requested_at": approval.requested_at,
+        "expires_at": approval.expires_at,
+        "seconds_left": max(0, int((expires - now).total_seconds())),
+        "challenge": approval.challenge,
+    }

@@ -1,0 +1,229 @@
+"""admin.sock's passkey requests and the passkey gate of approve and declassify
+(11-approvals-web).
+
+The gate: an approve (or declassify) that carries an assertion, or any of them
+while `[approvals] require_passkey` is on, is verified before the approval is
+taken; without a valid assertion it is refused with `passkey_required` and
+recorded as `approval_attempt`, and the approval stays pending.  Refusing
+needs no passkey.  While a credential is enrolled, adding or removing one needs
+an assertion from an enrolled credential over the enrolment link's challenge.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import trio
+
+from .._unix import PeerCred
+from ..proto._audit_passkey import PasskeyRecord, PasskeyUse
+from ..proto._convert import U64, JsonObject
+from ..proto._wire import ErrorAnswer, Ok, error_answer
+from ..proto._wire_admin import AdminAnswer, ApproveRequest, DeclassifyRequest
+from ..proto._wire_passkey import (
+    Assertion,
+    Enrolment,
+    PasskeyAddRequest,
+    PasskeyEnrolRequest,
+    PasskeyInfo,
+    PasskeyList,
+    PasskeyOptions,
+    PasskeyOptionsRequest,
+    PasskeyRemoveRequest,
+    PasskeyRequestBody,
+    PasskeysRequest,
+    PasskeyVerified,
+    PasskeyVerifyRequest,
+    b64url,
+    declassify_challenge,
+    enrolment_challenge,
+    from_b64url,
+)
+from ._audit_writer import AuditUnavailable
+from ._context import Daemon
+from ._passkeys import NoSuchEnrolment, PasskeyInvalid, VerifiedUse
+
+log = logging.getLogger("brokerd")
+
+ASSERTIONS_DIR = "assertions"
+"""Under the audit directory: each approving assertion, named by its SHA-256."""
+NOT_SET_UP = ("passkeys are not set up: set [approvals] rp_id and origins in brokerd.toml "
+              "(the approval page's host name and origins)")
+
+
+def _required(reason: str) -> ErrorAnswer:
+    return error_answer("passkey_required", reason)
+
+
+def keep_assertion(audit_dir: Path, verified: VerifiedUse) -> None:
+    """Write the assertion beside the log (durably) for re-verification.  Raises OSError."""
+    directory = audit_dir / ASSERTIONS_DIR
+    directory.mkdir(mode=0o700, exist_ok=True)
+    path = directory / f"{verified.use.assertion_sha256}.json"
+    temporary = directory / f".{verified.use.assertion_sha256}.tmp"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, verified.assertion_json)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(temporary, path)
+    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+async def _refuse(daemon: Daemon, approval_id: int | None, peer: PeerCred,
+                  reason: str) -> ErrorAnswer:
+    """Record the attempt (`approval_attempt`) and answer passkey_required."""
+    try:
+        await daemon.ledger.attempt(approval_id, by=peer.uid, reason=reason)
+    except AuditUnavailable as exc:
+        return error_answer("audit_unavailable", str(exc))
+    log.warning("passkey required: %s (uid %d)", reason, peer.uid)
+    return _required(reason)
+
+
+async def _verified(daemon: Daemon, assertion: Assertion | None, challenge: bytes,
+                    approval_id: int | None, peer: PeerCred,
+                    what: str) -> VerifiedUse | ErrorAnswer:
+    if assertion is None:
+        return await _refuse(daemon, approval_id, peer,
+                             f"{what} needs a passkey assertion (require_passkey is on); "
+                             "use the approval page")
+    try:
+        return daemon.passkeys.verify(assertion, challenge)
+    except PasskeyInvalid as exc:
+        return await _refuse(daemon, approval_id, peer, f"{what}: {exc}")
+
+
+async def approval_passkey(body: ApproveRequest, peer: PeerCred,
+                           daemon: Daemon) -> PasskeyUse | ErrorAnswer | None:
+    """The gate of an approve: None (no passkey involved), the use, or the refusal."""
+    if body.assertion is None and not daemon.config.require_passkey:
+        return None
+    entry = daemon.ledger.pending.get(body.approval_id)
+    if entry is None:
+        return error_answer("no_such_approval",
+                            f"no pending approval has the id {body.approval_id}")
+    found = await _verified(daemon, body.assertion, entry.challenge, body.approval_id, peer,
+                            f"approving {body.approval_id}")
+    if isinstance(found, ErrorAnswer):
+        return found
+    try:
+        await trio.to_thread.run_sync(keep_assertion, daemon.config.audit, found)
+    except OSError as exc:
+        return error_answer("audit_unavailable",
+                            f"brokerd: the assertion could not be kept beside the audit log "
+                            f"({exc.strerror or exc}); nothing was approved")
+    return found.use
+
+
+async def declassify_passkey(body: DeclassifyRequest, peer: PeerCred,
+                             daemon: Daemon) -> ErrorAnswer | None:
+    """The gate of a declassify: None to go on, or the refusal."""
+    if body.assertion is None and not daemon.config.require_passkey:
+        return None
+    view = daemon.ledger.session_view(body.session)
+    seq = view[1] if view is not None else 0
+    challenge = declassify_challenge(session=body.session, label=body.label,
+                                     untrusted=body.untrusted, reason=body.reason, seq=seq)
+    found = await _verified(daemon, body.assertion, challenge, None, peer,
+                            f"declassifying {body.session}")
+    return found if isinstance(found, ErrorAnswer) else None
+
+
+async def handle_passkey(body: PasskeyRequestBody, peer: PeerCred,
+                         daemon: Daemon) -> AdminAnswer:
+    registry = daemon.passkeys
+    if isinstance(body, PasskeysRequest):
+        return PasskeyList(
+            items=[PasskeyInfo(credential_id=c.credential_id, name=c.name,
+                               added_seq=U64(c.added_seq), sign_count=U64(c.sign_count))
+                   for c in registry.credentials.values()],
+            require_passkey=daemon.config.require_passkey, rp_id=registry.rp_id,
+            origins=list(registry.origins))
+    if registry.rp_id is None or not registry.origins:
+        return _required(NOT_SET_UP)
+    if isinstance(body, PasskeyVerifyRequest):
+        try:
+            verified = registry.verify(body.assertion, from_b64url(body.challenge))
+        except (PasskeyInvalid, ValueError) as exc:
+            return _required(f"login: {exc}")
+        return PasskeyVerified(credential_id=verified.credential.credential_id,
+                               name=verified.credential.name)
+    if isinstance(body, PasskeyEnrolRequest):
+        return _enrol(body, daemon)
+    try:
+        enrolment = registry.enrolment(body.token)
+    except NoSuchEnrolment:
+        return error_answer("no_such_passkey",
+                            "no live enrolment link has that token (used, expired, or never "
+                            "made); make a new one with bxctl passkey add or remove")
+    challenge = enrolment_challenge(action=enrolment.action, token=enrolment.token,
+                                    name=enrolment.name, credential_id=enrolment.credential_id)
+    if isinstance(body, PasskeyOptionsRequest):
+        return PasskeyOptions(
+            action=enrolment.action, name=enrolment.name,
+            creation=JsonObject(registry.creation_options(enrolment))
+            if enrolment.action == "add" else None,
+            assertion_challenge=b64url(challenge) if registry.enrolled else None,
+            rp_id=registry.rp_id, allow_credentials=list(registry.credentials))
+    wanted = "add" if isinstance(body, PasskeyAddRequest) else "remove"
+    if enrolment.action != wanted:
+        return error_answer("no_such_passkey", f"that link is for a {enrolment.action}, "
+                                               f"not a {wanted}")
+    what = f"{'adding' if wanted == 'add' else 'removing'} passkey {enrolment.name!r}"
+    if registry.enrolled:
+        found = await _verified(daemon, body.assertion, challenge, None, peer, what)
+        if isinstance(found, ErrorAnswer):
+            return found
+    registry.use_enrolment(enrolment.token)
+    if isinstance(body, PasskeyAddRequest):
+        try:
+            credential = registry.check_registration(enrolment, dict(body.credential))
+        except PasskeyInvalid as exc:
+            return await _refuse(daemon, None, peer, f"{what}: {exc}")
+        event = PasskeyRecord(action="added", credential_id=credential.credential_id,
+                              name=credential.name, public_key=b64url(credential.public_key),
+                              by=U64(peer.uid))
+    else:
+        assert isinstance(body, PasskeyRemoveRequest) and enrolment.credential_id is not None
+        if enrolment.credential_id not in registry.credentials:
+            return error_answer("no_such_passkey", "that credential is no longer enrolled")
+        event = PasskeyRecord(action="removed", credential_id=enrolment.credential_id,
+                              name=enrolment.name, public_key="", by=U64(peer.uid))
+    try:
+        records = await daemon.ledger.record([event])
+    except AuditUnavailable as exc:
+        return error_answer("audit_unavailable", str(exc))
+    for record in records:
+        registry.feed(record)
+    log.info("passkey %s %s (%s) by uid %d", event.action, event.credential_id, event.name,
+             peer.uid)
+    return Ok()
+
+
+def _enrol(body: PasskeyEnrolRequest, daemon: Daemon) -> AdminAnswer:
+    registry = daemon.passkeys
+    if body.action == "add":
+        name = body.name or ""
+        if not 1 <= len(name) <= 64 or not name.isprintable():
+            return error_answer("bad_frame", "passkey_enrol: name must be 1 to 64 printable "
+                                             "characters")
+        credential_id = None
+    else:
+        if body.credential_id is None or body.credential_id not in registry.credentials:
+            return error_answer("no_such_passkey", "no enrolled credential has that id "
+                                                   "(bxctl passkey list)")
+        credential_id = body.credential_id
+        name = registry.credentials[credential_id].name
+    enrolment = registry.new_enrolment(
+        action=body.action, name=name, credential_id=credential_id,
+        expires_at=lambda seconds: daemon.format_time(daemon.wall_clock() + seconds))
+    return Enrolment(token=enrolment.token, url=f"{registry.origins[0]}/enrol#{enrolment.token}",
+                     expires_at=enrolment.expires_at)
