@@ -99,7 +99,7 @@ class VerifierKey:
 
 def parse_verifier_key(text: str) -> VerifierKey:
     """``<name>+<hex id>+<base64(type || key)>``, strictly; the id must match."""
-    parts = text.split("+")
+    parts = text.split("+", 2)
     if len(parts) != 3:
         raise NoteError("a verifier key is <name>+<key id hex>+<base64 key>")
     name, id_hex, material = parts

@@ -214,5 +214,14 @@ def up(home: Path | None, url: str | None, local_model: bool, no_chat: bool) -> 
     sys.exit(status)
 
 
+def _register() -> None:
+    from ..witness._cli import witness
+
+    cli.add_command(witness)
+
+
+_register()
+
+
 def main() -> None:
     cli()
