@@ -15,28 +15,11 @@ from __future__ import annotations
 
 import attrs
 
-from ..proto._checkpoint import (
-    Checkpoint,
-    CheckpointError,
-    SignedCheckpoint,
-    empty_root_ok,
-    parse_signed_checkpoint,
-    parse_size,
-)
-from ..proto._merkle import HASH_SIZE, verify_consistency
-from ..proto._note import (
-    BadSignature,
-    Note,
-    NoteError,
-    Signer,
-    VerifierKey,
-    cosign_text,
-    strict_b64decode,
-    verified_by,
-)
+from ..proto._checkpoint import Checkpoint, empty_root_ok
+from ..proto._merkle import verify_consistency
+from ..proto._note import BadSignature, Note, Signer, VerifierKey, cosign_text, verified_by
+from ..proto._witness_wire import SIZE_CONTENT_TYPE, Malformed, parse_add_checkpoint
 
-MAX_PROOF_LINES = 63
-SIZE_CONTENT_TYPE = "text/x.tlog.size"
 TEXT_CONTENT_TYPE = "text/plain; charset=utf-8"
 
 
@@ -56,56 +39,6 @@ class Outcome:
     content_type: str = TEXT_CONTENT_TYPE
     save: Cosigned | None = None
     """The new state to make durable before answering (200 only)."""
-
-
-@attrs.frozen(kw_only=True)
-class AddCheckpoint:
-    old: int
-    proof: tuple[bytes, ...]
-    signed: SignedCheckpoint
-
-
-class Malformed(ValueError):
-    pass
-
-
-def parse_add_checkpoint(body: bytes) -> AddCheckpoint:
-    """``old <size>\\n``, proof lines, an empty line, a signed checkpoint."""
-    first, newline, rest = body.partition(b"\n")
-    if not newline or not first.startswith(b"old "):
-        raise Malformed("the body starts with 'old <size>'")
-    try:
-        old = parse_size(first[4:].decode("ascii"))
-    except (UnicodeDecodeError, CheckpointError) as exc:
-        raise Malformed("'old' is not a tree size") from exc
-    proof: list[bytes] = []
-    while True:
-        line, newline, rest = rest.partition(b"\n")
-        if not newline:
-            raise Malformed("no empty line before the checkpoint")
-        if not line:
-            break
-        if len(proof) == MAX_PROOF_LINES:
-            raise Malformed(f"more than {MAX_PROOF_LINES} proof lines")
-        try:
-            node = strict_b64decode(line.decode("ascii"))
-        except (UnicodeDecodeError, NoteError) as exc:
-            raise Malformed("a proof line is not base64") from exc
-        if len(node) != HASH_SIZE:
-            raise Malformed("a proof line is not a 32-byte hash")
-        proof.append(node)
-    try:
-        signed = parse_signed_checkpoint(rest)
-    except NoteError as exc:
-        raise Malformed(f"not a signed checkpoint: {exc}") from exc
-    return AddCheckpoint(old=old, proof=tuple(proof), signed=signed)
-
-
-def encode_add_checkpoint(old: int, proof: list[bytes], signed_note: bytes) -> bytes:
-    from ..proto._note import b64
-
-    lines = [f"old {old}"] + [b64(node) for node in proof]
-    return ("\n".join(lines) + "\n\n").encode("ascii") + signed_note
 
 
 def _text(status: int, message: str) -> Outcome:

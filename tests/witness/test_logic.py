@@ -5,7 +5,8 @@ from __future__ import annotations
 from boxmaker.proto._checkpoint import Checkpoint, cosigned_at, parse_signed_checkpoint
 from boxmaker.proto._merkle import EMPTY_ROOT
 from boxmaker.proto._note import Note, parse_signature_lines, verify_line
-from boxmaker.witness._logic import Cosigned, decide, encode_add_checkpoint
+from boxmaker.proto._witness_wire import encode_add_checkpoint
+from boxmaker.witness._logic import Cosigned, decide
 from tests.fakes.tlog import ORIGIN, TestLog, log_signer, witness_signer
 
 WITNESS = witness_signer()

@@ -84,7 +84,7 @@ def test_kill_9_between_save_and_answer(witness: WitnessProcess, tmp_path: Path)
             log.append(1 + round_ % 5)
             answers: list[object] = []
 
-            def send(body: bytes = log.add_body(known)) -> None:
+            def send(body: bytes = log.add_body(known), answers: list[object] = answers) -> None:
                 try:
                     answers.append(witness.post(body))
                 except OSError as exc:
@@ -116,7 +116,8 @@ def test_concurrent_add_checkpoints_never_cosign_two_roots(witness: WitnessProce
         b.append(3 if round_ % 2 else 1, tag=b" b%d" % round_)
         results: dict[str, tuple[int, bytes, str]] = {}
 
-        def send(name: str, log: TestLog) -> None:
+        def send(name: str, log: TestLog, results: dict[str, tuple[int, bytes, str]] = results,
+                 size: int = size) -> None:
             results[name] = witness.post(log.add_body(size))
 
         threads = [threading.Thread(target=send, args=(n, x)) for n, x in (("a", a), ("b", b))]
