@@ -6,8 +6,9 @@ roots at their sizes.
   count.  The newest one cosigned by the witness key is *the* cosigned
   checkpoint; none: ``no_checkpoint``.
 - ``fork``: two such checkpoints of one size with different roots (from any
-  source), or one that the log matches at its size while the log does not
-  match the cosigned one: the key signed two histories.
+  source): the key signed two histories.  (A log that differs from the
+  cosigned checkpoint at its size is ``rewritten``, even when brokerd, restarted
+  on it, signed the new history at another size.)
 - ``truncated``: the log has fewer lines than the cosigned size.
 - ``rewritten``: the log's first ``size`` lines have another root, or a
   ``break`` or ``recovery`` record lies at or before the cosigned size.
@@ -106,13 +107,6 @@ def judge(
             return finding("fork", f"two checkpoints of size {cp.size} with different roots "
                            f"({seen.source} and {candidate.source})")
     matches_log = log_size >= size and log_roots.get(size) == root
-    if not matches_log:
-        for candidate in valid:
-            cp = candidate.signed.checkpoint
-            if cp.size >= size and cp.size <= log_size and log_roots.get(cp.size) == cp.root:
-                return finding("fork", f"the log matches the signed checkpoint of size "
-                               f"{cp.size} ({candidate.source}), which is not an extension "
-                               f"of the cosigned one of size {size}: two histories")
     if log_size < size:
         return finding("truncated", f"the log has {log_size} lines, the witness cosigned "
                        f"{size}")
