@@ -128,6 +128,18 @@ def test_key_status_and_ok(setup: Setup) -> None:
         assert proc.stop() == 0
     _, lines = lines_of(home)
     assert witnessed_size(setup) == len(lines)  # the stop's checkpoint reached the witness
+    proc = start(home)
+    try:
+        shown = subprocess.run([str(BXCTL), "--admin-socket", str(home.admin), "status"],
+                               env=env_for(home), capture_output=True, text=True,
+                               timeout=60, check=True).stdout
+        import re
+
+        assert re.search(r"witness  witness\.test/w1 \(http://127\.0\.0\.1:\d+\) · "
+                         r"cosigned size \d+ · \d+s ago\n", shown), shown
+    finally:
+        assert proc.stop() == 0
+    _, lines = lines_of(home)
     code, report = verify(setup, home)
     assert code == 0, report
     assert report["checkpoint"]["verdict"] == "ok"
@@ -224,3 +236,47 @@ def test_fork_by_a_second_home_detected(setup: Setup) -> None:
     run_calls(second, 2, text="more")
     code, report = verify(setup, second, witness=True)
     assert code == 1 and report["checkpoint"]["verdict"] in ("fork", "rewritten"), report
+
+
+def test_an_unreachable_or_silent_witness_never_fails_a_call(tmp_path: Path) -> None:
+    import socket
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(1)  # accepts connections into the backlog, never answers
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    closed_port = closed.getsockname()[1]
+    closed.close()
+    from tests.fakes.witness_process import WitnessProcess as _W
+
+    key = _W(tmp_path / "w", {}).key()
+    other_key = _W(tmp_path / "w2", {}, name="witness.test/w2").key()
+    extra = ("[checkpoints]\ninterval_ms = 100\nwitnesses = ["
+             f'{{url = "http://127.0.0.1:{silent.getsockname()[1]}", key = "{key}"}}, '
+             f'{{url = "http://127.0.0.1:{closed_port}", key = "{other_key}"}}]\n')
+    home = Home(extra=extra)
+    try:
+        proc = start(home)
+        try:
+            for i in range(20):
+                assert echo(home.broker, f"x {i}", rid=i + 1)[0]["result"]["status"] == "ok"
+            status = admin(home.admin, "status", {})["status"]["checkpoints"]
+            assert status["size"] is not None and status["signed_at"] is not None
+            for witness in status["witnesses"]:
+                assert witness["size"] is None and witness["cosigned_at"] is None
+                assert witness["reason"]
+            text = subprocess.run([str(BXCTL), "--admin-socket", str(home.admin), "status"],
+                                  env=env_for(home), capture_output=True, text=True,
+                                  timeout=60, check=True).stdout
+            assert "checkpoint size " in text
+            assert text.count("nothing cosigned yet") == 2
+        finally:
+            assert proc.stop() == 0
+        text = subprocess.run([str(BXCTL), "--admin-socket", str(home.admin), "status"],
+                              env=env_for(home), capture_output=True, text=True, timeout=60,
+                              check=False)
+        assert text.returncode == 3  # brokerd stopped: bxctl says it cannot reach it
+    finally:
+        silent.close()
+        home.cleanup()
