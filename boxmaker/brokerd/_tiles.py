@@ -101,6 +101,8 @@ class TreeStore:
         self._pending: dict[int, bytearray] = {}
         self._fds: dict[int, int] = {}
         self._rebuilding = False
+        self.rebuilt_at: int | None = None
+        """The tree size at the last rebuild while running."""
 
     @classmethod
     def open(cls, audit_dir: Path) -> TreeStore:
@@ -171,6 +173,7 @@ class TreeStore:
             return
         self.flush()
         size = self.tree.size
+        self.rebuilt_at = size
         self._rebuilding = True
         try:
             self.close()

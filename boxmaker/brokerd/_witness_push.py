@@ -135,21 +135,26 @@ class WitnessPusher:
         raise PushFailed("too many conflicts")
 
     async def _proof(self, old: int, latest: SignedCheckpoint) -> list[bytes]:
+        """The proof from `old`, checked against the roots: against the root the
+        witness cosigned when we hold it, else the stored hashes' own.  One that
+        does not verify rebuilds the stored hashes once (they may be damaged)."""
         store = self.checkpointer.store
         known = (self.cosigned.checkpoint.root if self.cosigned is not None
                  and self.cosigned.checkpoint.size == old else None)
+        size, root = latest.checkpoint.size, latest.checkpoint.root
         try:
-            return store.proof(old, latest.checkpoint.size, known, latest.checkpoint.root)
+            return store.proof(old, size, known, root)
         except StoreDamaged as exc:
-            if known is not None:  # our old root and the lines disagree: do not guess
-                raise PushFailed(f"no consistency proof from the cosigned size {old}: "
-                                 f"{exc}") from exc
+            if store.rebuilt_at == store.size:
+                raise PushFailed(f"no consistency proof from {old}: {exc} (the log is not "
+                                 "an extension of what the witness cosigned?)") from exc
             log.warning("audit/tiles: %s; rebuilding from the lines", exc)
             await store.rebuild()
-            try:
-                return store.proof(old, latest.checkpoint.size, None, latest.checkpoint.root)
-            except StoreDamaged as again:
-                raise PushFailed(f"no consistency proof: {again}") from again
+        try:
+            return store.proof(old, size, known, root)
+        except StoreDamaged as again:
+            raise PushFailed(f"no consistency proof from {old}: {again} (the log is not an "
+                             "extension of what the witness cosigned?)") from again
 
     async def _keep(self, latest: SignedCheckpoint, body: bytes) -> None:
         try:

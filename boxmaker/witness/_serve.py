@@ -50,9 +50,11 @@ class Witness:
             return await self._add_checkpoint(request.body)
         if request.method != "GET":
             return HttpResponse(status=405, body=b"GET only\n")
-        origin = None
         if request.target.startswith("/latest/"):
-            origin = unquote(request.target[len("/latest/"):], errors="strict")
+            try:
+                origin = unquote(request.target[len("/latest/"):], errors="strict")
+            except UnicodeDecodeError:
+                return HttpResponse(status=400, body=b"the origin is not UTF-8\n")
             cosigned = self.state.get(origin)
         elif (match := _ORIGIN_HASH.fullmatch(request.target)) is not None:
             found = [c for o, c in self.state.items() if state_name(o)[:64] == match.group(1)]

@@ -107,3 +107,30 @@ def test_a_deleted_key_is_not_replaced_silently() -> None:
         assert refused.returncode == 1 and "0600" in refused.stderr
     finally:
         home.cleanup()
+
+
+def test_checkpoints_table_is_strict(tmp_path: Path) -> None:
+    from boxmaker.brokerd._config import ConfigError, parse_config
+    from tests.fakes.tlog import log_signer, witness_signer
+
+    home = f'home = "{tmp_path}"\n'
+    wkey = witness_signer().verifier.text()
+    lkey = log_signer().verifier.text()
+    config = parse_config((home + "[checkpoints]\ninterval_ms = 500\nwitnesses = ["
+                           f'{{url = "http://w.example:8440/", key = "{wkey}"}}]\n').encode(),
+                          None)
+    assert config.checkpoints.interval_ms == 500
+    assert config.checkpoints.origin.startswith("boxmaker/")
+    assert config.checkpoints.witnesses[0].parsed.path == ""
+    assert config.checkpoint_key == tmp_path / "checkpoint.key"
+    for bad in (
+        "[checkpoints]\nsurprise = 1\n",
+        "[checkpoints]\ninterval_ms = 10\n",
+        '[checkpoints]\norigin = "has space"\n',
+        f'[checkpoints]\nwitnesses = [{{url = "ftp://x", key = "{wkey}"}}]\n',
+        f'[checkpoints]\nwitnesses = [{{url = "http://x", key = "{lkey}"}}]\n',
+        f'[checkpoints]\nwitnesses = [{{url = "http://x", key = "{wkey}", extra = 1}}]\n',
+        '[checkpoints]\nwitnesses = [{url = "http://x", key = "nope"}]\n',
+    ):
+        with pytest.raises(ConfigError):
+            parse_config((home + bad).encode(), None)
