@@ -110,7 +110,11 @@ def check_config_command(config_path: Path | None) -> None:
         f"runner        {config.runner.kind}",
         f"fsync         {'on' if config.fsync else 'OFF (tests and benchmarks only)'}",
         f"protected     {escape_line(', '.join(config.protected))}",
+        f"checkpoints   {escape_line(config.checkpoints.origin)} · every "
+        f"{config.checkpoints.interval_ms} ms · {len(config.checkpoints.witnesses)} witness(es)",
     ]
+    lines += [f"witness       {escape_line(w.key.name)} {escape_line(w.url)}"
+              for w in config.checkpoints.witnesses]
     click.echo("\n".join(lines))
     problem = runner_settings_problem(config)
     if problem is not None:
