@@ -21,9 +21,7 @@ def age(ts: str, now: dt.datetime) -> str:
     return f"{seconds // 86400}d ago"
 
 
-def checkpoint_lines(status: CheckpointsStatus | None, now: dt.datetime) -> list[str]:
-    if status is None:
-        return []
+def checkpoint_lines(status: CheckpointsStatus, now: dt.datetime) -> list[str]:
     if status.size is None or status.signed_at is None:
         lines = ["checkpoint none signed yet"]
     else:

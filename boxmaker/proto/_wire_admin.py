@@ -180,7 +180,7 @@ class Status:
     sessions: U64
     runner: RunnerStatus
     warnings: list[str]
-    checkpoints: CheckpointsStatus | None = None
+    checkpoints: CheckpointsStatus
 
 
 GrantRule = Literal["G1", "G2", "G3", "G4", "G5", "G6", "G7", "G8", "G9"]
