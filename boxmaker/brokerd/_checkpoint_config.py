@@ -34,6 +34,8 @@ class WitnessSetting:
 @attrs.frozen(kw_only=True)
 class CheckpointSettings:
     origin: str = "boxmaker/unset/0"
+    origin_explicit: bool = False
+    """Set in brokerd.toml; else the default, or the existing key's name."""
     interval_ms: int = 10_000
     witnesses: tuple[WitnessSetting, ...] = ()
 
@@ -76,5 +78,5 @@ def resolve_checkpoints(table: Any, home: Path) -> CheckpointSettings:
         if any(w.key == key for w in witnesses):
             raise CheckpointsConfigError(f"{where}.key: the same witness twice")
         witnesses.append(WitnessSetting(url=entry.url, parsed=parsed, key=key))
-    return CheckpointSettings(origin=origin, interval_ms=table.interval_ms,
-                              witnesses=tuple(witnesses))
+    return CheckpointSettings(origin=origin, origin_explicit=table.origin is not None,
+                              interval_ms=table.interval_ms, witnesses=tuple(witnesses))

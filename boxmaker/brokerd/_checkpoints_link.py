@@ -24,7 +24,7 @@ import trio
 
 from .._atomic_file import replace_file
 from .._checkpoint_files import SIGNED, read_checkpoint
-from .._keyfile import KeyFileError, create_key_file, load_key
+from .._keyfile import KeyFileError, create_key_file, load_key, read_key_file
 from ..proto._checkpoint import log_signature_ok, parse_signed_checkpoint
 from ..proto._convert import U64
 from ..proto._merkle import root_from_reader
@@ -101,9 +101,25 @@ async def _try_push(pusher: WitnessPusher) -> None:
                     pusher.name, exc)
 
 
-def _load_signer(config: BrokerdConfig, *, log_size: int, new_key: bool,
+def _origin(config: BrokerdConfig) -> str:
+    """The configured origin; without one, the existing key's name (the log's
+    identity must not change with the hostname or the home's path), else the
+    default."""
+    settings = config.checkpoints
+    if settings.origin_explicit:
+        return settings.origin
+    try:
+        existing = read_key_file(config.checkpoint_key)
+    except (OSError, KeyFileError):
+        return settings.origin
+    if existing.name != settings.origin:
+        log.info("checkpoints: origin %s (the key's name; the default would be %s)",
+                 existing.name, settings.origin)
+    return existing.name
+
+
+def _load_signer(config: BrokerdConfig, origin: str, *, log_size: int, new_key: bool,
                  warnings: list[str]) -> Signer:
-    origin = config.checkpoints.origin
     path = config.checkpoint_key
     try:
         signer, _ = load_key(path, origin, TYPE_ED25519, create=False)
@@ -171,13 +187,15 @@ def open_checkpoints(config: BrokerdConfig, writer: AuditWriter, *, new_key: boo
     Raises CheckpointKeyProblem, StoreDamaged, OSError."""
     store = TreeStore.open(config.audit)
     warnings: list[str] = []
-    signer = _load_signer(config, log_size=store.size, new_key=new_key, warnings=warnings)
+    origin = _origin(config)
+    signer = _load_signer(config, origin, log_size=store.size, new_key=new_key,
+                          warnings=warnings)
     try:
         _compare_with_last(config, store, signer, warnings)
     except (OSError, StoreDamaged) as exc:
         log.warning("the last signed checkpoint could not be compared with the log: %s", exc)
     settings = config.checkpoints
-    checkpointer = Checkpointer(store=store, signer=signer, origin=settings.origin,
+    checkpointer = Checkpointer(store=store, signer=signer, origin=origin,
                                 interval_s=settings.interval_ms / 1000, audit_dir=config.audit,
                                 fsync=config.fsync, wall_clock=wall_clock)
     pushers = [WitnessPusher(w, checkpointer=checkpointer, log_key=signer.verifier,

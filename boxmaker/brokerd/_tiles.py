@@ -213,8 +213,6 @@ class TreeStore:
                     return f"level {level} is missing hashes"
                 if actual > expected:  # nodes past the end (a crash, a cut log): cut them
                     os.truncate(path, expected)
-                if expected == 0 and level > size.bit_length():
-                    break
             if size and root_from_reader(size, self.read) != self.tree.root():
                 return "the stored hashes do not give the lines' root"
         except (OSError, StoreDamaged) as exc:

@@ -134,3 +134,34 @@ def test_checkpoints_table_is_strict(tmp_path: Path) -> None:
     ):
         with pytest.raises(ConfigError):
             parse_config((home + bad).encode(), None)
+
+
+def test_the_origin_follows_the_key_when_the_home_moves() -> None:
+    """The default origin names the home's path: a moved home keeps its key's name."""
+    import shutil
+
+    from boxmaker._keyfile import read_key_file
+
+    first, moved = Home(), Home()
+    try:
+        proc = start(first)
+        echo(first.broker, "hi")
+        assert proc.stop() == 0
+        name = read_key_file(first.home / "checkpoint.key").name
+        for item in ("checkpoint.key", "checkpoint.pub"):
+            shutil.copy2(first.home / item, moved.home / item)
+        shutil.copytree(first.audit, moved.audit)
+        proc = start(moved)
+        assert proc.stop() == 0
+        signed = (moved.audit / "checkpoints" / "signed.checkpoint").read_text()
+        assert signed.startswith(name + "\n")
+        other = moved.config.read_text().replace(
+            "[approvals]", '[checkpoints]\norigin = "boxmaker/elsewhere/1"\n[approvals]')
+        moved.config.write_text(other)
+        refused = subprocess.run([str(BROKERD), "serve", "--config", str(moved.config)],
+                                 env=env_for(moved), capture_output=True, text=True,
+                                 timeout=60, check=False)
+        assert refused.returncode == 1 and "checkpoint-key-missing" in refused.stderr
+    finally:
+        first.cleanup()
+        moved.cleanup()
