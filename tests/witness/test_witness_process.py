@@ -58,6 +58,14 @@ def test_restart_keeps_state(witness: WitnessProcess) -> None:
     assert witness.post(fork_same.add_body(20))[0] == 409
     assert witness.get("/latest/unknown%2Forigin")[0] == 404
     assert latest(witness) == (20, log.roots[20])
+    # C2SP's monitoring endpoint gives the same note; other methods and paths are refused
+    import hashlib
+
+    by_hash = witness.get(f"/{hashlib.sha256(ORIGIN.encode()).hexdigest()}/checkpoint")
+    assert by_hash == witness.get("/latest/" + quote(ORIGIN, safe=""))
+    assert witness.get("/add-checkpoint")[0] == 405
+    assert witness.get("/latest/%ff")[0] in (400, 404)
+    assert witness.post(b"old 0\n" * 100_000)[0] in (400, 413)
 
 
 def test_kill_9_between_save_and_answer(witness: WitnessProcess, tmp_path: Path) -> None:
