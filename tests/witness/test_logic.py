@@ -128,3 +128,43 @@ def test_kept_note_drops_unverified_signatures() -> None:
     assert run(encode_add_checkpoint(0, [], note.encode()), state)[0] == 200
     kept = parse_signed_checkpoint(state[ORIGIN].note).note.signatures
     assert [s.name for s in kept] == [ORIGIN, WITNESS.name]
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 6), st.integers(0, 12)),
+                min_size=1, max_size=25))
+def test_random_requests_never_cosign_a_rollback_or_two_roots(
+    steps: list[tuple[int, int, int]],
+) -> None:
+    """Three histories share a prefix and diverge; requests from any of them, with
+    any old size, in any order: what the witness cosigns only ever grows, and never
+    two roots for one size."""
+    base = TestLog(LOG_KEY)
+    base.append(4)
+    logs = [base.fork() for _ in range(3)]
+    for index, log in enumerate(logs):
+        log.append(12, tag=b" h%d" % index)
+    state: dict[str, Cosigned] = {}
+    cosigned: dict[int, bytes] = {}
+    last = 0
+    for which, old_pick, size_pick in steps:
+        log = logs[which]
+        size = min(size_pick + 4, log.tree.size)
+        current = state[ORIGIN].checkpoint.size if ORIGIN in state else 0
+        old = current if old_pick == 0 else min(old_pick, size)
+        from boxmaker.proto._merkle import consistency_proof
+
+        proof = consistency_proof(old, size, log.read) if old <= size else []
+        body = encode_add_checkpoint(old, proof, log.checkpoint(size).encode())
+        status, _ = run(body, state)
+        if old > size:
+            assert status == 400
+        if status == 200:
+            got = state[ORIGIN].checkpoint
+            assert got.size >= last
+            assert cosigned.setdefault(got.size, got.root) == got.root
+            last = got.size
