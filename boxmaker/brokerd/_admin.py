@@ -30,6 +30,7 @@ from ..proto._wire_admin import (
     ApprovalsRequest,
     ApproveRequest,
     AuditStatus,
+    CheckpointsStatus,
     DeclassifyRequest,
     GrantProblem,
     GrantsCheckRequest,
@@ -100,6 +101,8 @@ def status_of(daemon: Daemon) -> Status:
                             reason=None if runtime.ok else getattr(runtime, "reason", None)),
         warnings=list(daemon.warnings)
         + ([f"the audit log is unavailable: {writer.failure}"] if writer.failure else []),
+        checkpoints=CheckpointsStatus(size=None, signed_at=None, witnesses=[])
+        if daemon.checkpoints is None else daemon.checkpoints.status(daemon.format_time),
     )
 
 

@@ -257,6 +257,9 @@ class AuditWriter(trio.abc.AsyncResource):
         self._flush_finished = trio.Event()
         self._failure: AuditUnavailable | None = None
         self._closed = False
+        self.on_durable: Callable[[list[bytes]], None] | None = None
+        """Called with the lines of every batch once they are written and fsynced
+        (the checkpointer's hook: it must not block or raise)."""
 
     # -- what callers see
 
@@ -375,6 +378,8 @@ class AuditWriter(trio.abc.AsyncResource):
                     raise
                 else:
                     batch.done = True
+                    if self.on_durable is not None:
+                        self.on_durable([line for _, line in lines])
         finally:
             self._flushing = False
             finished.set()

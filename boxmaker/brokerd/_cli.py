@@ -23,6 +23,7 @@ from .._unix import ListenerLost
 from ..proto._escape import escape_line
 from ._audit_link import rebuild_from_log
 from ._audit_writer import AuditError, AuditLocked, lock_audit_dir, open_audit_dir
+from ._checkpoints_link import CheckpointKeyProblem
 from ._config import BrokerdConfig, ConfigError, load_config
 from ._serve import StartFailed, runner_settings_problem, serve
 from ._state import sync_state_files
@@ -62,12 +63,19 @@ def cli() -> None:
 @_CONFIG_OPTION
 @click.option("--accept-break", is_flag=True,
               help="Record a break over the audit log's failures and serve anyway.")
-def serve_command(config_path: Path | None, accept_break: bool) -> None:
+@click.option("--new-checkpoint-key", is_flag=True,
+              help="Make a new checkpoint key although the log is not empty (the old one "
+                   "is lost; witnesses must be given the new key).")
+def serve_command(config_path: Path | None, accept_break: bool,
+                  new_checkpoint_key: bool) -> None:
     """Serve broker.sock and admin.sock until SIGTERM or SIGINT."""
     config = _load(config_path)
     _setup_logging()
     try:
-        trio.run(lambda: serve(config, accept_break=accept_break, handle_signals=True))
+        trio.run(lambda: serve(config, accept_break=accept_break, handle_signals=True,
+                               new_checkpoint_key=new_checkpoint_key))
+    except CheckpointKeyProblem as exc:
+        _fail(str(exc))
     except AuditError as exc:
         _fail(str(exc))
     except StartFailed as exc:
@@ -102,7 +110,11 @@ def check_config_command(config_path: Path | None) -> None:
         f"runner        {config.runner.kind}",
         f"fsync         {'on' if config.fsync else 'OFF (tests and benchmarks only)'}",
         f"protected     {escape_line(', '.join(config.protected))}",
+        f"checkpoints   {escape_line(config.checkpoints.origin)} · every "
+        f"{config.checkpoints.interval_ms} ms · {len(config.checkpoints.witnesses)} witness(es)",
     ]
+    lines += [f"witness       {escape_line(w.key.name)} {escape_line(w.url)}"
+              for w in config.checkpoints.witnesses]
     click.echo("\n".join(lines))
     problem = runner_settings_problem(config)
     if problem is not None:

@@ -17,6 +17,7 @@ import attrs
 from .._passkey_origin import check_passkey_settings
 from .._paths import UID_MAX, absolute, boxmaker_home, default_socket, under
 from .._toml import TomlFileError, parse_toml
+from ._checkpoint_config import CheckpointsConfigError, CheckpointSettings, resolve_checkpoints
 
 TTL_MS_MAX = 86_400_000
 """A day: the longest an approval may wait."""
@@ -81,6 +82,21 @@ class AuditTable:
 
 
 @attrs.frozen(kw_only=True)
+class WitnessTable:
+    url: str
+    key: str
+
+
+@attrs.frozen(kw_only=True)
+class CheckpointsTable:
+    """`[checkpoints]` (10-checkpoints)."""
+
+    origin: str | None = None
+    interval_ms: int = 10_000
+    witnesses: list[WitnessTable] = attrs.field(factory=list)
+
+
+@attrs.frozen(kw_only=True)
 class BrokerdFile:
     """brokerd.toml exactly as written (every table and key optional)."""
 
@@ -91,6 +107,7 @@ class BrokerdFile:
     policy: PolicyTable = attrs.field(factory=PolicyTable)
     runner: RunnerTable = attrs.field(factory=RunnerTable)
     audit: AuditTable = attrs.field(factory=AuditTable)
+    checkpoints: CheckpointsTable = attrs.field(factory=CheckpointsTable)
 
 
 @attrs.frozen(kw_only=True)
@@ -112,6 +129,7 @@ class BrokerdConfig:
     runner: RunnerTable
     fsync: bool
     source: Path | None
+    checkpoints: CheckpointSettings = attrs.field(factory=CheckpointSettings)
     """The config file read, or None when none existed (every default)."""
     rp_id: str | None = None
     origins: tuple[str, ...] = ()
@@ -130,6 +148,14 @@ class BrokerdConfig:
     @property
     def sessions_dir(self) -> Path:
         return self.state / "sessions"
+
+    @property
+    def checkpoint_key(self) -> Path:
+        return self.home / "checkpoint.key"
+
+    @property
+    def checkpoint_pub(self) -> Path:
+        return self.home / "checkpoint.pub"
 
 
 def default_config_path() -> Path:
@@ -184,6 +210,13 @@ def parse_config(data: bytes, source: Path | None, *, own_uid: int | None = None
 
 
 def resolve(raw: BrokerdFile, source: Path | None, *, own_uid: int | None = None) -> BrokerdConfig:
+    try:
+        return _resolve(raw, source, own_uid=own_uid)
+    except CheckpointsConfigError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
+def _resolve(raw: BrokerdFile, source: Path | None, *, own_uid: int | None) -> BrokerdConfig:
     _check(raw)
     uid = os.geteuid() if own_uid is None else own_uid
     home = absolute(Path(raw.home) if raw.home else boxmaker_home())
@@ -218,6 +251,7 @@ def resolve(raw: BrokerdFile, source: Path | None, *, own_uid: int | None = None
         if path not in protected and path != "/":
             protected.append(path)
     return BrokerdConfig(
+        checkpoints=resolve_checkpoints(raw.checkpoints, home),
         home=home,
         grants=grants,
         audit=audit,

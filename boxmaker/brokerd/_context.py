@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import attrs
 import trio
@@ -78,6 +78,8 @@ class Daemon:
     stopping: bool = False
     grants_unreadable: bool = False
     idle_scopes: set[trio.CancelScope] = attrs.field(factory=set)
+    checkpoints: Any = None
+    """The `CheckpointsRuntime` (10-checkpoints), or None in tests built without it."""
     """Connections still reading their request: cancelled at shutdown."""
     passkeys: PasskeyRegistry = attrs.field(
         factory=lambda: PasskeyRegistry(rp_id=None, origins=(), clock=trio.current_time))

@@ -16,6 +16,7 @@ import logging
 import os
 import signal
 import socket
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -40,6 +41,7 @@ from ._admin import handle_admin
 from ._audit_link import AuditStartup, open_audit
 from ._audit_writer import AuditUnavailable, FsyncFn, WriteFn
 from ._broker import handle_broker, linger_close
+from ._checkpoints_link import open_checkpoints
 from ._config import BrokerdConfig
 from ._context import Daemon
 from ._ledger import Ledger
@@ -185,6 +187,7 @@ async def serve(
     config: BrokerdConfig,
     *,
     accept_break: bool = False,
+    new_checkpoint_key: bool = False,
     fsync: FsyncFn | None = None,
     write: WriteFn = os.write,
     state_in_thread: bool = True,
@@ -201,7 +204,8 @@ async def serve(
     writer = startup.writer
     try:
         await _serve_with_log(config, startup, state_in_thread=state_in_thread,
-                              handle_signals=handle_signals, task_status=task_status)
+                              handle_signals=handle_signals, task_status=task_status,
+                              new_checkpoint_key=new_checkpoint_key)
     finally:
         with trio.CancelScope(shield=True):
             await writer.aclose()
@@ -214,6 +218,7 @@ async def _serve_with_log(
     state_in_thread: bool,
     handle_signals: bool,
     task_status: trio.TaskStatus[ServeHandle],
+    new_checkpoint_key: bool,
 ) -> None:
     writer = startup.writer
     warnings: list[str] = []
@@ -261,9 +266,12 @@ async def _serve_with_log(
                                clock=trio.current_time)
     for record in startup.passkey_records:
         passkeys.feed(record)
+    checkpoints = open_checkpoints(config, writer, new_key=new_checkpoint_key,
+                                   wall_clock=time.time)
+    warnings += checkpoints.warnings
     daemon = Daemon(config=config, ledger=ledger, watcher=watcher, runtime=runtime,
                     link=PolicyLink.of(config.protected), version=__version__,
-                    warnings=warnings, passkeys=passkeys)
+                    warnings=warnings, passkeys=passkeys, checkpoints=checkpoints)
     try:
         broker_std, admin_std = _take_sockets(config)
     except SocketSetupError as exc:
@@ -292,6 +300,7 @@ async def _serve_with_log(
             task_status.started(handle)
             async with trio.open_nursery() as background:
                 background.start_soon(ledger.run_state_writer)
+                background.start_soon(checkpoints.run)
                 async with trio.open_nursery() as connections:
                     async with trio.open_nursery() as front:
 
@@ -333,6 +342,7 @@ async def _serve_with_log(
                         log.error("stop not recorded: %s", exc)
                     await ledger.flush_states()
                     await runtime.aclose()
+                    await checkpoints.stop()
                 background.cancel_scope.cancel()
     finally:
         broker_sock.close()

@@ -34,6 +34,7 @@ from ..proto._wire_admin import (
     StatusRequest,
 )
 from ._admin_client import DaemonUnreachable, request
+from ._checkpoint_status import checkpoint_lines
 from ._cli import App, pass_app, text_arg
 from ._screen import GUTTER, terminal_width, wrap_line, wrap_row
 
@@ -162,6 +163,7 @@ def _status_lines(status: Status) -> list[str]:
         f"pending  {status.pending}",
         f"sessions {status.sessions}",
     ]
+    lines += checkpoint_lines(status.checkpoints, dt.datetime.now(dt.UTC))
     lines += [f"warning: {escape_line(w)}" for w in status.warnings]
     return lines
 

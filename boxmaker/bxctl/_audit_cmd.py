@@ -21,8 +21,13 @@ from ..proto._convert import unstructure
 from ..proto._errors import DecodeError
 from ..proto._escape import escape_line
 from ..proto._json import dumps, dumps_terminal
+from ..proto._note import VerifierKey
 from ..proto._verify import ChainReport
 from ..proto._wire import format_ts
+from ._audit_checkpoint import check as check_checkpoint
+from ._audit_checkpoint import json_additions, parse_witness_key
+from ._audit_checkpoint import key as key_command
+from ._audit_checkpoint import text_lines as checkpoint_lines
 from ._cli import App, pass_app
 from ._screen import terminal_width, wrap_line
 
@@ -136,25 +141,59 @@ def report_lines(report: ChainReport) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="Print the ChainReport as JSON.")
 @click.option("--expect-head", metavar="SEQ:HASH",
               help="A head saved earlier with `bxctl audit head`; it must still be there.")
+@click.option("--witness-key", metavar="VKEY",
+              help="A witness's verifier key: check the newest checkpoint it cosigned.")
+@click.option("--witness", "witness_url", metavar="URL",
+              help="Ask that witness for its latest checkpoint (else: local ones only).")
 @pass_app
-def verify(app: App, directory: Path | None, as_json: bool, expect_head: str | None) -> None:
+def verify(app: App, directory: Path | None, as_json: bool, expect_head: str | None,
+           witness_key: str | None, witness_url: str | None) -> None:
     """Verify the hash chain of the audit log (DIR: the configured audit directory).
 
     Exit 0 when it verifies, 1 when it does not.
     """
     head = _parse_expect_head(expect_head)
     where = _directory(app, directory)
+    if witness_url is not None and witness_key is None:
+        raise click.UsageError("--witness needs --witness-key (the key its cosignatures "
+                               "must verify with)")
+    if witness_key is not None:
+        _verify_witnessed(app, where, directory is not None, as_json, head,
+                          parse_witness_key(witness_key), witness_url)
+        return
     try:
         report = _verify(where, head)
     except OSError as exc:
         raise _unreadable(where, exc) from exc
     if as_json:
-        click.echo(dumps_terminal(unstructure(report)))
+        document = unstructure(report)
+        document["checkpoint"] = None
+        click.echo(dumps_terminal(document))
     else:
         width = terminal_width()
         for line in report_lines(report):
             click.echo(wrap_line(line, width))
     sys.exit(0 if report.ok else 1)
+
+
+def _verify_witnessed(app: App, where: Path, explicit: bool, as_json: bool,
+                      head: tuple[int, str] | None, key: VerifierKey,
+                      witness_url: str | None) -> None:
+    try:
+        report, finding, facts = check_checkpoint(
+            where, home=app.config.home, explicit_dir=explicit, witness_key=key,
+            witness_url=witness_url, expect_head=head)
+    except OSError as exc:
+        raise _unreadable(where, exc) from exc
+    if as_json:
+        document = unstructure(report)
+        json_additions(document, report, finding, facts)
+        click.echo(dumps_terminal(document))
+    else:
+        for line in report_lines(report) + checkpoint_lines(report, finding, facts,
+                                                            witness_url):
+            click.echo(line)
+    sys.exit(0 if report.ok and finding.verdict == "ok" else 1)
 
 
 @audit.command()
@@ -360,3 +399,6 @@ def _filter(session: str | None, call_id: int | None,
         return record_session, tool
 
     return keep
+
+
+audit.add_command(key_command)

@@ -16,7 +16,7 @@ import click
 from .._qr import terminal_qr
 from ..proto._convert import unstructure
 from ..proto._escape import escape_line
-from ..proto._json import dumps
+from ..proto._json import dumps_terminal
 from ..proto._wire_passkey import Enrolment, PasskeyEnrolRequest, PasskeyList, PasskeysRequest
 from ._admin_cmd import _ask, _expect
 from ._cli import App, pass_app, text_arg
@@ -64,7 +64,7 @@ def list_(app: App, as_json: bool) -> None:
     answer: PasskeyList = _expect(_ask(app, PasskeysRequest()), PasskeyList)
     if as_json:
         value: Any = unstructure(answer)
-        click.echo(dumps(value, ascii_only=True))
+        click.echo(dumps_terminal(value))
         return
     state = "required" if answer.require_passkey else "optional"
     where = ", ".join(escape_line(o) for o in answer.origins) or "no approval page configured"

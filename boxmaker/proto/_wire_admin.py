@@ -170,6 +170,26 @@ class RunnerStatus:
 
 
 @attrs.frozen(kw_only=True)
+class WitnessStatus:
+    """One configured witness (10-checkpoints): its newest cosigned size and when."""
+
+    url: str
+    name: str
+    size: U64 | None
+    cosigned_at: str | None
+    reason: str | None
+    """Why the last push failed (None after a cosignature)."""
+
+
+@attrs.frozen(kw_only=True)
+class CheckpointsStatus:
+    size: U64 | None
+    """The newest signed checkpoint's tree size (None before the first)."""
+    signed_at: str | None
+    witnesses: list[WitnessStatus]
+
+
+@attrs.frozen(kw_only=True)
 class Status:
     """brokerd's status (``bxctl status``)."""
 
@@ -180,6 +200,7 @@ class Status:
     sessions: U64
     runner: RunnerStatus
     warnings: list[str]
+    checkpoints: CheckpointsStatus
 
 
 GrantRule = Literal["G1", "G2", "G3", "G4", "G5", "G6", "G7", "G8", "G9"]

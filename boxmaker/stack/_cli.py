@@ -262,5 +262,14 @@ def approvals(args: tuple[str, ...]) -> None:
     os.execv(APPROVALS_PROGRAM[0], [*APPROVALS_PROGRAM, *args])
 
 
+def _register() -> None:
+    from ..witness._cli import witness
+
+    cli.add_command(witness)
+
+
+_register()
+
+
 def main() -> None:
     cli()

@@ -47,7 +47,9 @@ def test_verify_json_prints_only_the_report(log_dir: Path) -> None:
     document = json.loads(result.stdout)
     assert document["ok"] is True
     assert list(document) == ["ok", "files", "records", "head", "failures", "accepted_breaks",
-                              "recovered", "torn_tail", "unfinished_calls", "ignored_files"]
+                              "recovered", "torn_tail", "unfinished_calls", "ignored_files",
+                              "checkpoint"]
+    assert document["checkpoint"] is None  # no --witness-key (10-checkpoints)
     assert result.stdout.count("\n") == 1
 
 

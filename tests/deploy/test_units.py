@@ -44,6 +44,7 @@ OWNER = "alice"
 BROKERD = "boxmaker-brokerd@.service"
 LOOPD = "boxmaker-loopd.service"
 INFERPROXY = "boxmaker-inferproxy.service"
+WITNESS = "boxmaker-witness.service"
 SOCKETS = {
     "broker": "boxmaker-broker@.socket",
     "admin": "boxmaker-admin@.socket",
@@ -51,7 +52,7 @@ SOCKETS = {
     "infer": "boxmaker-infer.socket",
 }
 APPROVALS = "boxmaker-approvals@.service"
-SERVICES = (BROKERD, LOOPD, INFERPROXY, APPROVALS)
+SERVICES = (BROKERD, LOOPD, INFERPROXY, APPROVALS, WITNESS)
 
 
 # -- reading units -------------------------------------------------------------------
@@ -121,7 +122,7 @@ def _systemd_analyze() -> str:
 @pytest.fixture
 def units_for_verify(tmp_path: Path) -> Path:
     """The units with ExecStart naming this checkout's programs instead of /opt/boxmaker."""
-    for program in ("brokerd", "loopd", "inferproxy"):
+    for program in ("brokerd", "loopd", "inferproxy", "boxmaker"):
         assert (VENV_BIN / program).exists(), f"{VENV_BIN / program} is not installed"
     for path in UNITS.iterdir():
         text = path.read_text()
@@ -160,6 +161,23 @@ def test_service_is_notify_and_serves_its_config(name: str, program: str) -> Non
         f"{INSTALLED_BIN}/{program} serve --config /etc/boxmaker/{program}.toml"
     )
     assert (CONFIG / f"{program}.toml").is_file()
+
+
+def test_witness_unit_serves_its_config_with_its_own_state() -> None:
+    """10-checkpoints: the witness's unit, for another machine; its config loads."""
+    from boxmaker.witness._config import load_witness_config
+
+    unit = read_unit(WITNESS)
+    assert unit.one("Service", "Type") == "notify"
+    assert unit.one("Service", "ExecStart") == (
+        f"{INSTALLED_BIN}/boxmaker witness serve --config /etc/boxmaker/witness.toml")
+    assert unit.one("Service", "StateDirectory") == "boxmaker-witness"
+    for key, value in COMMON_HARDENING.items():
+        assert unit.one("Service", key) == value, key
+    config = load_witness_config(CONFIG / "witness.toml")
+    assert str(config.key_file).startswith("/var/lib/boxmaker-witness/")
+    assert str(config.state).startswith("/var/lib/boxmaker-witness/")
+    assert len(config.logs) == 1
 
 
 COMMON_HARDENING = {

@@ -1,0 +1,213 @@
+"""A small HTTP/1.1 server and client on h11 and trio, for the witness protocol.
+
+Bounded everywhere: a request or response body is at most `MAX_BODY` bytes,
+headers come from h11's own limit, each connection and each request has a
+deadline.  A failure in one connection (a bad request, a peer reset, a bug
+in the handler) is contained to that connection.  The server keeps
+connections alive (the C2SP witness spec recommends it) up to
+`MAX_REQUESTS_PER_CONNECTION`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import ssl
+from collections.abc import Awaitable, Callable
+from urllib.parse import urlsplit
+
+import attrs
+import h11
+import trio
+
+MAX_BODY = 256 * 1024
+REQUEST_TIMEOUT_S = 10.0
+IDLE_TIMEOUT_S = 30.0
+MAX_REQUESTS_PER_CONNECTION = 1000
+
+log = logging.getLogger("boxmaker.http")
+
+
+@attrs.frozen(kw_only=True)
+class HttpRequest:
+    method: str
+    target: str
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+
+
+@attrs.frozen(kw_only=True)
+class HttpResponse:
+    status: int
+    body: bytes = b""
+    content_type: str = "text/plain; charset=utf-8"
+
+
+Handler = Callable[[HttpRequest], Awaitable[HttpResponse]]
+
+
+class HttpError(Exception):
+    """The peer cannot be reached, or answered something that is not HTTP/1.1."""
+
+
+class _TooBig(Exception):
+    pass
+
+
+async def _read_body(conn: h11.Connection, stream: trio.abc.Stream) -> bytes:
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        event = await _next_event(conn, stream)
+        if isinstance(event, h11.Data):
+            total += len(event.data)
+            if total > MAX_BODY:
+                raise _TooBig
+            chunks.append(bytes(event.data))
+        elif isinstance(event, h11.EndOfMessage):
+            return b"".join(chunks)
+        else:
+            raise h11.RemoteProtocolError("unexpected event in a body")
+
+
+async def _next_event(conn: h11.Connection, stream: trio.abc.Stream) -> object:
+    while True:
+        event = conn.next_event()
+        if event is h11.NEED_DATA:
+            data = await stream.receive_some(65536)
+            conn.receive_data(bytes(data))
+            continue
+        return event
+
+
+async def _send(conn: h11.Connection, stream: trio.abc.Stream, *events: h11.Event) -> None:
+    for event in events:
+        data = conn.send(event)
+        if data:
+            await stream.send_all(data)
+
+
+async def _respond(conn: h11.Connection, stream: trio.abc.Stream,
+                   response: HttpResponse, *, close: bool = False) -> None:
+    headers = [("content-type", response.content_type),
+               ("content-length", str(len(response.body)))]
+    if close:
+        headers.append(("connection", "close"))
+    await _send(conn, stream, h11.Response(status_code=response.status, headers=headers),
+                h11.Data(data=response.body), h11.EndOfMessage())
+
+
+async def serve_connection(stream: trio.abc.Stream, handler: Handler) -> None:
+    """Serve requests on one connection until it closes or misbehaves."""
+    conn = h11.Connection(h11.SERVER, max_incomplete_event_size=16 * 1024)
+    try:
+        for _ in range(MAX_REQUESTS_PER_CONNECTION):
+            with trio.move_on_after(IDLE_TIMEOUT_S) as idle:
+                event = await _next_event(conn, stream)
+            if idle.cancelled_caught or not isinstance(event, h11.Request):
+                return
+            with trio.move_on_after(REQUEST_TIMEOUT_S) as reading:
+                try:
+                    body = await _read_body(conn, stream)
+                except _TooBig:
+                    await _respond(conn, stream, HttpResponse(status=413, body=b"too big\n"),
+                                   close=True)
+                    return
+            if reading.cancelled_caught:
+                return
+            request = HttpRequest(
+                method=event.method.decode("ascii", "replace"),
+                target=event.target.decode("ascii", "replace"),
+                headers=tuple((k.decode("latin-1"), v.decode("latin-1"))
+                              for k, v in event.headers),
+                body=body,
+            )
+            response = await handler(request)
+            await _respond(conn, stream, response)
+            if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
+                return
+            conn.start_next_cycle()
+    except h11.RemoteProtocolError:
+        with contextlib.suppress(h11.LocalProtocolError, trio.BrokenResourceError,
+                                 trio.ClosedResourceError):
+            await _respond(conn, stream, HttpResponse(status=400, body=b"bad request\n"),
+                           close=True)
+    except (trio.BrokenResourceError, trio.ClosedResourceError, h11.LocalProtocolError):
+        pass
+
+
+async def serve_tcp(handler: Handler, host: str, port: int, *,
+                    task_status: trio.TaskStatus[list[trio.SocketListener]]
+                    = trio.TASK_STATUS_IGNORED) -> None:
+    """Listen on host:port and serve every connection in its own task."""
+    listeners = await trio.open_tcp_listeners(port, host=host)
+
+    async def one(stream: trio.SocketStream) -> None:
+        try:
+            await serve_connection(stream, handler)
+        except Exception:
+            log.exception("a connection failed (contained)")
+        finally:
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+
+    async with trio.open_nursery() as nursery:
+        task_status.started(listeners)
+        await trio.serve_listeners(one, listeners, handler_nursery=nursery)
+
+
+# -- the client --------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class Url:
+    scheme: str
+    host: str
+    port: int
+    path: str
+
+    @classmethod
+    def parse(cls, text: str) -> Url:
+        parts = urlsplit(text)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{text!r} is not an http:// or https:// URL")
+        if parts.query or parts.fragment or parts.username or parts.password:
+            raise ValueError(f"{text!r}: no query, fragment or user in a witness URL")
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        return cls(scheme=parts.scheme, host=parts.hostname, port=port,
+                   path=parts.path.rstrip("/"))
+
+
+async def request(url: Url, method: str, path: str, body: bytes = b"", *,
+                  timeout_s: float = REQUEST_TIMEOUT_S,
+                  content_type: str = "text/plain; charset=utf-8") -> HttpResponse:
+    """One request on a fresh connection.  Raises HttpError (and trio.TooSlowError)."""
+    with trio.fail_after(timeout_s):
+        try:
+            if url.scheme == "https":
+                stream: trio.abc.Stream = await trio.open_ssl_over_tcp_stream(
+                    url.host, url.port, ssl_context=ssl.create_default_context())
+            else:
+                stream = await trio.open_tcp_stream(url.host, url.port)
+        except OSError as exc:
+            raise HttpError(f"cannot connect to {url.host}:{url.port}: "
+                            f"{exc.strerror or exc}") from exc
+        async with stream:
+            conn = h11.Connection(h11.CLIENT)
+            host = url.host if ":" not in url.host else f"[{url.host}]"
+            headers = [("host", f"{host}:{url.port}"), ("content-length", str(len(body))),
+                       ("content-type", content_type), ("connection", "close")]
+            try:
+                await _send(conn, stream,
+                            h11.Request(method=method, target=url.path + path, headers=headers),
+                            h11.Data(data=body), h11.EndOfMessage())
+                event = await _next_event(conn, stream)
+                if not isinstance(event, h11.Response):
+                    raise HttpError("the answer is not an HTTP response")
+                answer = await _read_body(conn, stream)
+            except _TooBig as exc:
+                raise HttpError("the answer is too big") from exc
+            except (h11.ProtocolError, trio.BrokenResourceError, OSError) as exc:
+                raise HttpError(f"the exchange failed: {exc}") from exc
+            kind = dict(event.headers).get(b"content-type", b"").decode("latin-1")
+            return HttpResponse(status=event.status_code, body=answer, content_type=kind)

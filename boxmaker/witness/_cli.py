@@ -1,0 +1,79 @@
+"""`boxmaker witness serve|key --config witness.toml` (10-checkpoints)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import click
+import trio
+
+from .._keyfile import KeyFileError, load_key
+from .._sd import notify
+from ..proto._note import TYPE_COSIGNATURE_V1, Signer
+from ._config import WitnessConfig, WitnessConfigError, load_witness_config
+from ._serve import serve
+from ._store import StateDamaged
+
+_CONFIG = click.option("--config", "config_path", type=click.Path(path_type=Path),
+                       required=True, help="witness.toml")
+
+
+def _fail(message: str) -> None:
+    click.echo(f"boxmaker witness: {message}. See docs/runbook.md#witness-start-failed",
+               err=True)
+    sys.exit(1)
+
+
+def _load(config_path: Path) -> tuple[WitnessConfig, Signer]:
+    try:
+        config = load_witness_config(config_path)
+    except WitnessConfigError as exc:
+        _fail(f"the config is not valid: {exc}")
+        raise AssertionError from None  # pragma: no cover
+    try:
+        signer, created = load_key(config.key_file, config.name, TYPE_COSIGNATURE_V1,
+                                   create=True)
+    except (KeyFileError, OSError) as exc:
+        _fail(f"the key file cannot be used: {exc}")
+        raise AssertionError from None  # pragma: no cover
+    if created:
+        click.echo(f"boxmaker witness: created a new key in {config.key_file}", err=True)
+    return config, signer
+
+
+@click.group("witness")
+def witness() -> None:
+    """A witness for other machines' audit logs (C2SP tlog-witness)."""
+
+
+@witness.command("serve")
+@_CONFIG
+def serve_command(config_path: Path) -> None:
+    """Cosign the checkpoints of the configured logs; serve until stopped."""
+    config, signer = _load(config_path)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="witness: %(levelname)s %(message)s")
+
+    async def run() -> None:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(serve, config, signer)
+            notify("READY=1")
+
+    try:
+        trio.run(run)
+    except StateDamaged as exc:
+        _fail(f"the state is damaged ({exc}); refusing to start")
+    except OSError as exc:
+        _fail(f"cannot start: {exc.strerror or exc}")
+    except KeyboardInterrupt:
+        pass
+
+
+@witness.command("key")
+@_CONFIG
+def key_command(config_path: Path) -> None:
+    """Print the witness's verifier key (for brokerd.toml and `audit verify --witness-key`)."""
+    _config, signer = _load(config_path)
+    click.echo(signer.verifier.text())
