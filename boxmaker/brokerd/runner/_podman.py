@@ -23,6 +23,7 @@ from typing import Any
 import attrs
 import trio
 
+from ..._sd import child_environment
 from ...proto._escape import escape_text
 from ._egress import (
     EgressProxy,
@@ -307,7 +308,7 @@ class PodmanRuntime:
         cap = self.settings.output_max_bytes
         process = await trio.lowlevel.open_process(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            cwd=self._private_work_dir(),
+            cwd=self._private_work_dir(), env=child_environment(),
         )
         assert process.stdin and process.stdout and process.stderr
         stdout = b""
@@ -374,6 +375,7 @@ class PodmanRuntime:
         with trio.CancelScope(shield=True), trio.move_on_after(30):
             await trio.run_process(
                 [self.settings.podman, "rm", "--force", "--ignore", "--time", "0", name],
+                env=child_environment(),
                 capture_stdout=True,
                 capture_stderr=True,
                 check=False,
