@@ -471,3 +471,12 @@ def test_systemd_analyze_security_matches_the_readme(rootful: Stack) -> None:
     documented = {unit: (float(after), level)
                   for unit, _before, after, level in README_EXPOSURE.findall(readme)}
     assert documented == measured
+
+
+def test_the_host_cgroup_mounts_are_as_they_were(stack: Stack, host_cgroups: list[str]) -> None:
+    """Last: with the container gone, the host's cgroup mounts are unchanged (no read-only
+    remount, no nsdelegate) and the host's podman still works."""
+    stack.box.remove()
+    assert host_cgroup_mounts() == host_cgroups
+    assert subprocess.run(["podman", "ps", "--all", "--quiet"], capture_output=True,
+                          timeout=60, check=False).returncode == 0
