@@ -10,6 +10,11 @@
   name, or None; anything else under the name is refused (`ActivationError`).
   It calls listen() again, so that clients' SO_PEERCRED names this daemon and
   not systemd.
+- `child_environment()`: this process's environment without the variables
+  above and ``NOTIFY_SOCKET``, for the programs a daemon starts (podman): a
+  child that sees ``LISTEN_FDS`` takes descriptors 3, 4, ... for sockets
+  passed to it (podman then closes its own epoll descriptor and crashes), and
+  one that sees ``NOTIFY_SOCKET`` tells systemd about itself.
 - `notify(state)`: one datagram to ``NOTIFY_SOCKET`` (sd_notify(3)): a path, or
   an abstract name written ``@name``.  Returns False when there is no socket
   to tell or the datagram cannot be sent; readiness is advisory, never fatal.
@@ -28,6 +33,7 @@ LISTEN_FDS_START: Final = 3
 NOTIFY_TIMEOUT_S: Final = 2.0
 ACTIVATED_BACKLOG: Final = 128
 _ENV_KEYS: Final = ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES")
+_NOT_FOR_CHILDREN: Final = (*_ENV_KEYS, "NOTIFY_SOCKET")
 
 
 class ActivationError(Exception):
@@ -100,6 +106,11 @@ def unix_listener(sockets: Mapping[str, list[socket.socket]], name: str) -> sock
             f"the socket named {name!r} from systemd cannot be listened on ({exc.strerror})"
         ) from exc
     return sock
+
+
+def child_environment() -> dict[str, str]:
+    """The environment for a child process: ours without socket activation and notify."""
+    return {k: v for k, v in os.environ.items() if k not in _NOT_FOR_CHILDREN}
 
 
 def notify_address(value: str) -> str | bytes | None:

@@ -9,6 +9,10 @@ something that is not a stale socket.  A missing directory is created with
 mode 0700 (only the daemon's own uid may connect) or 0711; socket files are
 0600 or 0666 (then SO_PEERCRED is the gate).
 
+Clients check the server with `served_by`: the uid they expect, or the
+service manager itself (pid 1, root) for a socket that systemd made and has
+not yet handed over (the connection that starts the daemon).
+
 The accept loop pauses (backing off up to 1 s) when descriptors or memory run
 out and raises ListenerLost on any other failure of the listener.
 """
@@ -60,6 +64,22 @@ def peer_credentials(sock: socket.socket | trio.socket.SocketType) -> PeerCred:
     raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
     pid, uid, gid = _UCRED.unpack(raw)
     return PeerCred(pid=pid, uid=uid, gid=gid)
+
+
+SERVICE_MANAGER_PID = 1
+
+
+def served_by(cred: PeerCred, uid: int) -> bool:
+    """Whether a server's credentials (`peer_credentials` on the client side) are `uid`'s.
+
+    The kernel gives a client the credentials of whoever last called listen() on
+    the socket.  For a socket systemd made, that is pid 1 as root until the
+    daemon it starts listens again (`boxmaker._sd.unix_listener`), so the very
+    connection that starts the daemon sees pid 1: accepted, since the service
+    manager hands that connection only to the daemon its unit names, and root
+    could impersonate any uid anyway.  Any other root process is not.
+    """
+    return cred.uid == uid or (cred.uid == 0 and cred.pid == SERVICE_MANAGER_PID)
 
 
 def _show(path: Path | str) -> str:

@@ -208,3 +208,25 @@ def test_clients_see_the_daemons_uid_not_the_activators(short_dir: Path) -> None
         listener.close()
     assert os.waitstatus_to_exitcode(status) == 0
     assert uid == 65534
+
+
+# -- what children inherit ---------------------------------------------------------------
+
+
+async def test_podman_commands_do_not_inherit_activation_or_notify(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """brokerd's podman once saw LISTEN_FDS=2 (the runner starts before the sockets are
+    taken), took descriptors 3 and 4 for passed sockets and crashed ("epollwait on fd 4
+    failed with 9"); with NOTIFY_SOCKET it would speak to systemd for brokerd."""
+    from boxmaker.brokerd.runner._podman_check import podman_command
+
+    monkeypatch.setenv("LISTEN_PID", str(os.getpid()))
+    monkeypatch.setenv("LISTEN_FDS", "2")
+    monkeypatch.setenv("LISTEN_FDNAMES", "broker:admin")
+    monkeypatch.setenv("NOTIFY_SOCKET", "/run/systemd/notify")
+    monkeypatch.setenv("BXSD_KEPT", "yes")
+    seen = (await podman_command(["env"])).decode().splitlines()
+    names = {line.split("=", 1)[0] for line in seen}
+    assert "BXSD_KEPT" in names
+    assert names.isdisjoint({"LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES", "NOTIFY_SOCKET"})
+    assert os.environ["LISTEN_FDS"] == "2"  # brokerd's own environment is left alone

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import errno
 import functools
+import json
 import os
+import shutil
 import socket
 import stat
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +21,14 @@ import trio.testing
 from boxmaker._unix import (
     BACKOFF_MAX,
     ListenerLost,
+    PeerCred,
     SocketSetupError,
     accept_loop,
     bind_unix_listener,
     peer_credentials,
+    served_by,
 )
+from tests.conftest import REPO
 
 UID = os.geteuid()
 
@@ -153,3 +160,52 @@ async def test_other_listener_failure_is_lost() -> None:
         with pytest.raises(ListenerLost, match="failed"):
             await accept_loop(FlakyListener([errno.EBADF]), None, nursery,  # type: ignore[arg-type]
                               name="test")
+
+
+UNSHARE = shutil.which("unshare")
+
+_PID1_SERVER = r"""
+import json, os, socket, sys
+from boxmaker._unix import peer_credentials, served_by
+path = sys.argv[1]
+server = socket.socket(socket.AF_UNIX)
+server.bind(path)
+server.listen()            # pid 1 of this pid namespace, as root: the service manager's place
+child = os.fork()
+if child == 0:             # a client in the same namespace, as every client of systemd is
+    client = socket.socket(socket.AF_UNIX)
+    client.connect(path)
+    cred = peer_credentials(client)
+    print(json.dumps({"pid": cred.pid, "uid": cred.uid, "served_by_4242": served_by(cred, 4242)}))
+    sys.stdout.flush()
+    os._exit(0)
+os.waitpid(child, 0)
+"""
+
+
+@pytest.mark.skipif(UNSHARE is None or os.getuid() != 0, reason="needs root and unshare(1)")
+def test_a_socket_still_held_by_the_service_manager_counts_as_the_daemons(
+        tmp_path: Path) -> None:
+    """The connection that starts a socket-activated daemon sees pid 1 (systemd), uid 0."""
+    assert UNSHARE is not None
+    done = subprocess.run(
+        [UNSHARE, "--pid", "--fork", "--kill-child", sys.executable, "-c", _PID1_SERVER,
+         str(tmp_path / "s.sock")],
+        capture_output=True, text=True, timeout=60, check=False, cwd=REPO,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"pid": 1, "uid": 0, "served_by_4242": True}
+
+
+def test_any_other_root_server_is_not_the_daemons(tmp_path: Path) -> None:
+    path = tmp_path / "s.sock"
+    with socket.socket(socket.AF_UNIX) as server, socket.socket(socket.AF_UNIX) as client:
+        server.bind(str(path))
+        server.listen()
+        client.connect(str(path))
+        cred = peer_credentials(client)
+        assert cred.pid == os.getpid() != 1
+        assert served_by(cred, cred.uid)
+        assert not served_by(cred, cred.uid + 4242)
+        assert not served_by(PeerCred(pid=2, uid=0, gid=0), 4242)
+        assert not served_by(PeerCred(pid=1, uid=4243, gid=0), 4242)

@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 import trio
 
-from .._unix import peer_credentials
+from .._unix import peer_credentials, served_by
 from ..proto._convert import U64
 from ..proto._errors import DecodeError
 from ..proto._framing import FrameDecoder, encode_frame
@@ -89,8 +89,9 @@ def request(path: Path, body: AdminRequestBody, *, brokerd_uid: int,
             raise _not_sent(path, f"no connection within {timeout:g} s") from None
         except OSError as exc:
             raise _not_sent(path, exc.strerror or type(exc).__name__) from None
-        uid = peer_credentials(sock).uid
-        if uid != brokerd_uid:
+        server = peer_credentials(sock)
+        uid = server.uid
+        if not served_by(server, brokerd_uid):
             raise _not_sent(
                 path, f"the socket is served by uid {uid}, not by brokerd's uid {brokerd_uid}; "
                 "refusing to talk to it")

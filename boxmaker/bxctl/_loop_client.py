@@ -12,7 +12,7 @@ import attrs
 import trio
 
 from .._streams import receive_frame, send_frame
-from .._unix import peer_credentials
+from .._unix import peer_credentials, served_by
 from ..proto._convert import U64
 from ..proto._errors import DecodeError
 from ..proto._framing import FrameDecoder
@@ -107,8 +107,9 @@ async def open_request(path: Path, body: LoopRequestBody, *,
     except OSError as exc:
         raise _unreachable(path, exc.strerror or type(exc).__name__, sent=False) from None
     async with stream:
-        uid = peer_credentials(stream.socket).uid
-        if uid != loopd_uid:
+        server = peer_credentials(stream.socket)
+        uid = server.uid
+        if not served_by(server, loopd_uid):
             raise _unreachable(path, f"the socket is served by uid {uid}, not by loopd's uid "
                                      f"{loopd_uid}; refusing to talk to it", sent=False)
         request_id = secrets.randbits(63)

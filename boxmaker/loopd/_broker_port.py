@@ -27,7 +27,7 @@ import attrs
 import trio
 
 from .._streams import receive_frame, send_frame
-from .._unix import peer_credentials
+from .._unix import peer_credentials, served_by
 from ..proto._convert import U64, JsonObject
 from ..proto._errors import DecodeError
 from ..proto._framing import FrameDecoder
@@ -108,10 +108,11 @@ class BrokerPort:
             )
         async with stream:
             try:
-                server_uid = peer_credentials(stream.socket).uid
+                server = peer_credentials(stream.socket)
             except OSError as exc:
                 return BrokerUnavailable(reason=f"brokerd's uid cannot be read ({exc.strerror})")
-            if server_uid != self.brokerd_uid:
+            server_uid = server.uid
+            if not served_by(server, self.brokerd_uid):
                 return BrokerUnavailable(
                     reason=f"the server on {self.socket_path} runs as uid {server_uid}, "
                     f"expected brokerd's uid {self.brokerd_uid}"

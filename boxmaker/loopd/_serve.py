@@ -21,7 +21,7 @@ import trio
 
 from .. import __version__, _sd
 from .._streams import receive_frame, send_frame
-from .._unix import accept_loop, bind_unix_listener, peer_credentials
+from .._unix import accept_loop, bind_unix_listener, peer_credentials, served_by
 from ..proto._convert import U64
 from ..proto._errors import DecodeError
 from ..proto._escape import escape_line
@@ -173,8 +173,9 @@ class LoopDaemon:
         except (OSError, trio.TooSlowError) as exc:
             return f"brokerd's socket {path} cannot be reached ({exc})"
         async with stream:
-            uid = peer_credentials(stream.socket).uid
-            if uid != self.config.broker.brokerd_uid:
+            server = peer_credentials(stream.socket)
+            uid = server.uid
+            if not served_by(server, self.config.broker.brokerd_uid):
                 return (f"the server on {path} runs as uid {uid}, expected "
                         f"{self.config.broker.brokerd_uid}")
         return None

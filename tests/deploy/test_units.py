@@ -185,7 +185,10 @@ COMMON_HARDENING = {
     "ProtectSystem": "strict",
     "ProtectHome": "yes",
     "DynamicUser": "yes",
+    "MemoryDenyWriteExecute": "yes",
+    "CapabilityBoundingSet": "",
 }
+SYSCALLS = ["@system-service", "~@privileged @resources"]
 
 
 def test_loopd_hardening() -> None:
@@ -194,6 +197,7 @@ def test_loopd_hardening() -> None:
                        "RestrictAddressFamilies": "AF_UNIX"}.items():
         assert unit.one("Service", key) == value, key
     assert unit.one("Service", "User") == "boxmaker-loopd"
+    assert unit.values("Service", "SystemCallFilter") == SYSCALLS
     assert unit.one("Service", "StateDirectory") == "boxmaker-loopd"
     # A user namespace of its own would show loopd the owner's and brokerd's
     # uids as nobody, and its SO_PEERCRED checks would refuse both.
@@ -206,6 +210,7 @@ def test_inferproxy_hardening() -> None:
                        "RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6"}.items():
         assert unit.one("Service", key) == value, key
     assert "PrivateNetwork" not in unit.keys("Service")
+    assert unit.values("Service", "SystemCallFilter") == SYSCALLS
 
 
 # Options that, for a service with User= and no CAP_SYS_ADMIN, imply
@@ -218,8 +223,11 @@ BREAK_PODMAN = {
     "RestrictNamespaces", "LockPersonality", "MemoryDenyWriteExecute", "RestrictRealtime",
     "RestrictSUIDSGID", "ProtectKernelModules", "ProtectKernelLogs", "ProtectKernelTunables",
     "ProtectClock", "ProtectHostname", "ProtectControlGroups", "ProtectProc", "ProcSubset",
-    "CapabilityBoundingSet", "PrivateNetwork", "ProtectHome",
+    "PrivateNetwork", "ProtectHome",
 }
+# What newuidmap and newgidmap need from their setuid bit (measured under a real
+# systemd: tests/deploy/test_systemd_real.py runs rootless podman under the unit).
+NEWUIDMAP_CAPABILITIES = "CAP_SETUID CAP_SETGID CAP_DAC_OVERRIDE CAP_SYS_ADMIN"
 
 
 def test_brokerd_hardening_leaves_podman_working() -> None:
@@ -233,6 +241,7 @@ def test_brokerd_hardening_leaves_podman_working() -> None:
     assert unit.one("Service", "StateDirectory") == "boxmaker"
     present = unit.keys("Service") & BREAK_PODMAN
     assert present == set(), f"brokerd's unit sets {sorted(present)}"
+    assert unit.one("Service", "CapabilityBoundingSet") == NEWUIDMAP_CAPABILITIES
 
 
 def test_brokerd_receives_both_sockets() -> None:
@@ -342,7 +351,8 @@ def test_configs_agree_with_the_units_and_each_other() -> None:
 
 def test_readme_names_every_file() -> None:
     readme = (DEPLOY / "README.md").read_text()
-    for path in [*UNITS.iterdir(), *CONFIG.iterdir(), DEPLOY / "sysusers.d/boxmaker.conf"]:
+    for path in [*UNITS.iterdir(), *CONFIG.iterdir(), DEPLOY / "sysusers.d/boxmaker.conf",
+                 *(DEPLOY / "dropins").iterdir()]:
         assert path.name in readme, f"deploy/README.md does not mention {path.name}"
     assert "docs/threat-model.md" in readme
     for command in ("pip install", "systemctl enable --now", "brokerd check-config",

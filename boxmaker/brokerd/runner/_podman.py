@@ -23,6 +23,7 @@ from typing import Any
 import attrs
 import trio
 
+from ..._sd import child_environment
 from ...proto._escape import escape_text
 from ._egress import (
     EgressProxy,
@@ -52,7 +53,13 @@ from ._podman_argv import (
     tool_failed,
     toolkit_command,
 )
-from ._podman_check import PodmanCheck, check_podman, remove_leftovers
+from ._podman_check import (
+    PodmanCheck,
+    PodmanCommandError,
+    check_podman,
+    podman_command,
+    remove_leftovers,
+)
 from ._spec import RunOutcome, RunSpec
 
 log = logging.getLogger("boxmaker.brokerd.runner.podman")
@@ -182,7 +189,22 @@ class PodmanRuntime:
         )
 
     async def aclose(self) -> None:
-        """Nothing is kept between calls; every call cleans up after itself."""
+        """At brokerd's stop, after the last call: end rootless podman's pause process.
+
+        Nothing else is kept between calls.  A rootless podman leaves a pause
+        process (the holder of its user namespace) in brokerd's cgroup; under
+        systemd's KillMode=mixed the stop then waits TimeoutStopSec= for it and
+        ends in SIGKILL and a failed unit.  `podman system migrate` ends it (and
+        would stop containers, but every call's container is gone by now).
+        """
+        if not self.check_result.rootless:
+            return
+        with trio.CancelScope(shield=True):
+            try:
+                await podman_command([self.settings.podman, "system", "migrate"],
+                                     timeout_s=30)
+            except PodmanCommandError as exc:
+                log.warning("rootless podman's pause process was not ended: %s", exc)
 
     # -- one call --------------------------------------------------------------
 
@@ -307,7 +329,7 @@ class PodmanRuntime:
         cap = self.settings.output_max_bytes
         process = await trio.lowlevel.open_process(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            cwd=self._private_work_dir(),
+            cwd=self._private_work_dir(), env=child_environment(),
         )
         assert process.stdin and process.stdout and process.stderr
         stdout = b""
@@ -374,6 +396,7 @@ class PodmanRuntime:
         with trio.CancelScope(shield=True), trio.move_on_after(30):
             await trio.run_process(
                 [self.settings.podman, "rm", "--force", "--ignore", "--time", "0", name],
+                env=child_environment(),
                 capture_stdout=True,
                 capture_stderr=True,
                 check=False,

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import attrs
 import trio
 
+from ..._sd import child_environment
 from ...proto._escape import escape_text
 
 log = logging.getLogger("boxmaker.brokerd.runner.podman")
@@ -55,7 +56,8 @@ async def podman_command(
     try:
         with trio.fail_after(timeout_s):
             done = await trio.run_process(
-                list(argv), stdin=stdin, capture_stdout=True, capture_stderr=True, check=False
+                list(argv), stdin=stdin, capture_stdout=True, capture_stderr=True, check=False,
+                env=child_environment(),
             )
     except OSError as exc:
         raise PodmanCommandError(f"{argv[0]} could not be started ({exc.strerror or exc})") from exc
