@@ -158,6 +158,17 @@ async def handle_passkey(body: PasskeyRequestBody, peer: PeerCred,
                                name=verified.credential.name)
     if isinstance(body, PasskeyEnrolRequest):
         return _enrol(body, daemon)
+    # One change at a time: "needs an assertion while one is enrolled" is checked
+    # and the change recorded before the next link is looked at (no race of two
+    # first enrolments past the check).
+    async with daemon.passkey_changes:
+        return await _use_link(body, peer, daemon)
+
+
+async def _use_link(body: PasskeyOptionsRequest | PasskeyAddRequest | PasskeyRemoveRequest,
+                    peer: PeerCred, daemon: Daemon) -> AdminAnswer:
+    registry = daemon.passkeys
+    assert registry.rp_id is not None
     try:
         enrolment = registry.enrolment(body.token)
     except NoSuchEnrolment:
