@@ -18,8 +18,9 @@ from pathlib import Path
 import trio
 
 from .._unix import PeerCred
-from ..proto._audit_passkey import PasskeyRecord, PasskeyUse
+from ..proto._audit_passkey import MAX_ATTEMPT_REASON, PasskeyRecord, PasskeyUse
 from ..proto._convert import U64, JsonObject
+from ..proto._escape import escape_line
 from ..proto._wire import ErrorAnswer, Ok, error_answer
 from ..proto._wire_admin import AdminAnswer, ApproveRequest, DeclassifyRequest
 from ..proto._wire_passkey import (
@@ -79,7 +80,15 @@ def keep_assertion(audit_dir: Path, verified: VerifiedUse) -> None:
 
 async def _refuse(daemon: Daemon, approval_id: int | None, peer: PeerCred,
                   reason: str) -> ErrorAnswer:
-    """Record the attempt (`approval_attempt`) and answer passkey_required."""
+    """Record the attempt (`approval_attempt`) and answer passkey_required.
+
+    The reason may quote the assertion (the webauthn package names a wrong
+    origin as found): escaped, and cut to MAX_ATTEMPT_REASON, before the log,
+    the record or the answer sees it.
+    """
+    reason = escape_line(reason)
+    if len(reason) > MAX_ATTEMPT_REASON:
+        reason = reason[:MAX_ATTEMPT_REASON - 1] + "…"
     try:
         await daemon.ledger.attempt(approval_id, by=peer.uid, reason=reason)
     except AuditUnavailable as exc:

@@ -14,7 +14,7 @@ from pathlib import Path
 import attrs
 
 from .._audit_files import verify_directory
-from ..proto._audit import ApprovalRecord, Call, Declassify, Record, ResultRecord
+from ..proto._audit import ApprovalRecord, Break, Call, Declassify, Record, ResultRecord
 from ..proto._audit_passkey import PasskeyRecord
 from ..proto._taint import Taint
 from ._audit_startup import StartupReport, open_audit_log
@@ -31,7 +31,10 @@ class AuditStartup:
     head_seq: int | None
     report: StartupReport | None = None
     passkey_records: list[Record] = attrs.field(factory=list)
-    """`passkey` records and approvals with a passkey: the credentials and sign counts."""
+    """`passkey` records and approvals with a passkey: the credentials and sign counts
+    (only those after the last accepted break)."""
+    passkeys_dropped: bool = False
+    """Credentials enrolled before an accepted break were left out: enrol again."""
 
 
 class TaintCollector:
@@ -43,6 +46,7 @@ class TaintCollector:
         self.taints: dict[str, tuple[Taint, int]] = {}
         self.head_seq: int | None = None
         self.passkey_records: list[Record] = []
+        self.passkeys_dropped = False
 
     def __call__(self, record: Record) -> None:
         self.head_seq = record.seq
@@ -50,6 +54,11 @@ class TaintCollector:
         if isinstance(event, PasskeyRecord) or (
                 isinstance(event, ApprovalRecord) and event.passkey is not None):
             self.passkey_records.append(record)
+        elif isinstance(event, Break):
+            # The records before an accepted break are not trusted for
+            # credentials: a planted `passkey` record sits in the damage.
+            self.passkeys_dropped = self.passkeys_dropped or bool(self.passkey_records)
+            self.passkey_records.clear()
         if isinstance(event, Call):
             self._sessions_of_calls[record.seq] = event.session
             self.known.add(event.session)
@@ -90,6 +99,9 @@ async def open_audit(config: BrokerdConfig, *, accept_break: bool, fsync: FsyncF
                                           by_uid=config.own_uid, fsync=chosen,
                                           on_record=collector, write=write)
     head = report.next_seq - 1 if report.next_seq > 0 else None
+    if report.break_record is not None:  # accepted now: the whole log before it
+        collector(report.break_record)
     return AuditStartup(writer=writer, taints=collector.taints,
                         known_sessions=sorted(collector.known), head_seq=head, report=report,
-                        passkey_records=collector.passkey_records)
+                        passkey_records=collector.passkey_records,
+                        passkeys_dropped=collector.passkeys_dropped)

@@ -261,6 +261,11 @@ async def _serve_with_log(
                                clock=trio.current_time)
     for record in startup.passkey_records:
         passkeys.feed(record)
+    if startup.passkeys_dropped:
+        dropped = ("the passkeys enrolled before the audit log's accepted break are not "
+                   "trusted: enrol again (bxctl passkey add). See docs/runbook.md#passkey-required")
+        log.warning("%s", dropped)
+        warnings.append(dropped)
     daemon = Daemon(config=config, ledger=ledger, watcher=watcher, runtime=runtime,
                     link=PolicyLink.of(config.protected), version=__version__,
                     warnings=warnings, passkeys=passkeys)

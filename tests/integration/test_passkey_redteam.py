@@ -6,13 +6,30 @@ review of issues 16 and 11"); brokerd runs as a real process over its sockets.
 
 from __future__ import annotations
 
+import json
+import os
 import socket
+import subprocess
 import threading
 from typing import Any
 
+import cbor2
+import pytest
+
+from boxmaker.proto._audit import line_hash
+from boxmaker.proto._wire_passkey import b64url, from_b64url
 from tests.fakes.authenticator import SoftAuthenticator
-from tests.fakes.brokerd import admin, connect, frame, read_frames
-from tests.integration.test_passkey_brokerd import ORIGIN, make_home
+from tests.fakes.brokerd import (
+    BXCTL,
+    BrokerdProcess,
+    admin,
+    connect,
+    env_for,
+    frame,
+    read_frames,
+    start,
+)
+from tests.integration.test_passkey_brokerd import ORIGIN, approve, enrol, make_home, pending
 
 __all__ = ["make_home"]
 
@@ -59,3 +76,120 @@ def test_first_enrolments_at_once_enrol_one_passkey(make_home: Any) -> None:
     assert len(admin(home.admin, "passkeys", {})["passkeys"]["items"]) == 1
     assert len(home.events("passkey")) == 1
     assert proc.stop() == 0
+
+
+def _forge(home: Any, event: dict[str, Any], *, after: str | None = None) -> None:
+    """Put a `passkey`-form record into the newest day file.
+
+    With `after` (an event key), the line goes in after the first record of
+    that kind, as someone who cannot rewrite the chain would put it; without,
+    it is appended at the end, chained to the last line.
+    """
+    day = sorted(p for p in home.audit.iterdir() if p.name.endswith(".jsonl"))[-1]
+    lines = day.read_bytes().splitlines()
+    at = len(lines)
+    if after is not None:
+        at = next(i for i, line in enumerate(lines) if f'"{after}":'.encode() in line) + 1
+    before = json.loads(lines[at - 1])
+    record = {"seq": before["seq"] + 1, "ts": before["ts"], "prev": line_hash(lines[at - 1])}
+    record.update(event)
+    lines.insert(at, json.dumps(record, separators=(",", ":"), sort_keys=False).encode())
+    day.write_bytes(b"\n".join(lines) + b"\n")
+
+
+def _added(key: SoftAuthenticator, **overrides: Any) -> dict[str, Any]:
+    creation = {"rp": {"id": "localhost"}, "challenge": b64url(b"x" * 32)}
+    attestation = cbor2.loads(from_b64url(key.create(creation)["response"]["attestationObject"]))
+    auth_data = attestation["authData"]
+    cose = auth_data[37 + 16 + 2 + len(key.credential_id):]
+    return {"passkey": {"action": "added", "credential_id": key.id, "name": "forged",
+                        "public_key": b64url(cose), "by": os.getuid()} | overrides}
+
+
+def _verify(home: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BXCTL), "audit", "verify", str(home.audit)], env=env_for(home),
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_a_passkey_record_put_into_a_broken_log_enrols_nothing(make_home: Any) -> None:
+    # Someone who can write the audit files but not rewrite the chain puts a
+    # `passkey added` record of their own key in; brokerd refuses the log, and
+    # the owner, following the runbook, starts once with --accept-break.  The
+    # records of the damaged log were all taken in, so the planted key became
+    # the owner's passkey and approved calls under require_passkey.
+    home, proc = make_home()
+    owner = SoftAuthenticator(rp_id="localhost", origin=ORIGIN)
+    enrol(home, owner)
+    sock, waiting = pending(home)
+    sock.close()
+    assert proc.stop() == 0
+    planted = SoftAuthenticator(rp_id="localhost", origin=ORIGIN)
+    _forge(home, _added(planted), after="passkey")
+    assert _verify(home).returncode != 0
+    refused = BrokerdProcess(home)
+    assert refused.proc.wait(60) != 0
+    refused.close()
+    proc = start(home, args=("--accept-break",))
+    listed = admin(home.admin, "passkeys", {})["passkeys"]["items"]
+    assert planted.id not in [p["credential_id"] for p in listed]
+    sock, waiting = pending(home, rid=12)
+    shown = admin(home.admin, "approval", {"approval_id": waiting["approval_id"]})["approval"]
+    forged = approve(home, waiting["approval_id"], planted.get(shown["challenge"]))
+    assert forged["error"]["code"] == "passkey_required", forged
+    # The owner's own credential, enrolled before the break, is not trusted
+    # either (the damaged part of the log is where it came from): enrol again.
+    assert listed == []
+    assert "break" in proc.log() and "enrol" in proc.log()
+    sock.close()
+    assert proc.stop() == 0
+
+
+@pytest.mark.parametrize("event", [
+    {"passkey": {"action": "added", "credential_id": "", "name": "x", "public_key": "AA",
+                 "by": 0}},
+    {"passkey": {"action": "added", "credential_id": "a+b/", "name": "x", "public_key": "AA",
+                 "by": 0}},
+    {"passkey": {"action": "added", "credential_id": "AA", "name": "x", "public_key": "",
+                 "by": 0}},
+    {"passkey": {"action": "added", "credential_id": "AA", "name": "\u001b[2Jx",
+                 "public_key": "AA", "by": 0}},
+    {"passkey": {"action": "added", "credential_id": "AA", "name": "", "public_key": "AA",
+                 "by": 0}},
+    {"passkey": {"action": "removed", "credential_id": "AA", "name": "x", "public_key": "AA",
+                 "by": 0}},
+    {"approval_attempt": {"approval_id": None, "by": 0, "reason": "x" * 70_000}},
+], ids=["empty-id", "not-base64url-id", "added-without-key", "control-in-name", "empty-name",
+        "removed-with-key", "huge-reason"])
+def test_audit_verify_refuses_a_malformed_passkey_record(make_home: Any,
+                                                          event: dict[str, Any]) -> None:
+    # Well chained (appended at the end), but not a form brokerd writes.
+    home, proc = make_home()
+    enrol(home, SoftAuthenticator(rp_id="localhost", origin=ORIGIN))
+    assert proc.stop() == 0
+    assert _verify(home).returncode == 0
+    _forge(home, event)
+    run = _verify(home)
+    assert run.returncode != 0, run.stdout
+    assert "bad_record" in run.stdout + run.stderr
+
+
+def test_an_assertion_cannot_write_to_the_owners_terminal_through_brokerds_log(
+        make_home: Any) -> None:
+    # The webauthn package quotes a wrong origin as found: a process on
+    # admin.sock put terminal controls (and 40 KB) into brokerd's log and into
+    # every approval_attempt record.
+    home, proc = make_home()
+    key = SoftAuthenticator(rp_id="localhost", origin=ORIGIN)
+    enrol(home, key)
+    sock, waiting = pending(home)
+    shown = admin(home.admin, "approval", {"approval_id": waiting["approval_id"]})["approval"]
+    hostile = "\x1b]0;owned\x07\x1b[2J" + "A" * 40_000
+    answer = approve(home, waiting["approval_id"], key.get(shown["challenge"], origin=hostile))
+    assert answer["error"]["code"] == "passkey_required"
+    message = answer["error"]["message"]
+    assert "\x1b" not in message and "\\u{001B}]0;owned" in message and len(message) <= 1024
+    assert [len(r["reason"]) <= 1024 for r in home.events("approval_attempt")] == [True]
+    sock.close()
+    assert proc.stop() == 0
+    assert b"\x1b" not in (home.root / "brokerd.log").read_bytes()
+    assert _verify(home).returncode == 0
