@@ -1,0 +1,99 @@
+"""Red-team review of the approval page (issue 16): the real page process over
+plain HTTP on localhost, the real brokerd behind it, a software authenticator.
+
+Each test is an attack that worked before its fix (docs/decisions.md, "Red-team
+review of issues 16 and 11").
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.approvals.browser import ECHO_ASK, PageProcess, free_port
+from tests.fakes.authenticator import SoftAuthenticator
+from tests.fakes.brokerd import BrokerdProcess, Home, admin, start
+
+
+class Page:
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.origin = f"http://localhost:{self.port}"
+        self.home = Home(grants={"ask.toml": ECHO_ASK}, approvals_extra=(
+            f'rp_id = "localhost"\norigins = ["{self.origin}"]\nrequire_passkey = true\n'))
+        self.brokerd: BrokerdProcess = start(self.home)
+        self.page = PageProcess(self.home, self.origin, self.port)
+        self.key = SoftAuthenticator(rp_id="localhost", origin=self.origin)
+
+    def close(self) -> None:
+        self.page.stop()
+        self.brokerd.kill()
+        self.home.cleanup()
+
+    def request(self, method: str, path: str, body: bytes | None = None,
+                headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], Any]:
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            connection.request(method, path, body=body,
+                               headers={"Host": f"localhost:{self.port}", **(headers or {})})
+            answer = connection.getresponse()
+            return answer.status, dict(answer.getheaders()), json.loads(answer.read())
+        finally:
+            connection.close()
+
+    def visit(self) -> tuple[str, str]:
+        """A new browser session: (cookie, CSRF token)."""
+        _, headers, state = self.request("GET", "/api/state")
+        return headers["set-cookie"].split(";")[0], state["csrf"]
+
+    def post(self, session: tuple[str, str], path: str,
+             body: dict[str, Any]) -> tuple[int, dict[str, str], Any]:
+        cookie, csrf = session
+        return self.request("POST", path, json.dumps(body).encode(), {
+            "Cookie": cookie, "X-CSRF-Token": csrf, "Origin": self.origin,
+            "Content-Type": "application/json"})
+
+    def enrol(self) -> None:
+        link = admin(self.home.admin, "passkey_enrol", {"action": "add", "name": "phone",
+                                                         "credential_id": None})["enrolment"]
+        options = admin(self.home.admin, "passkey_options",
+                        {"token": link["token"]})["passkey_options"]
+        done = admin(self.home.admin, "passkey_add", {
+            "token": link["token"], "credential": self.key.create(options["creation"]),
+            "assertion": None})
+        assert done == {"id": 1, "ok": {}}
+
+    def log_in(self) -> tuple[str, str]:
+        session = self.visit()
+        _, _, options = self.post(session, "/api/login/options", {})
+        status, headers, answer = self.post(session, "/api/login",
+                                            {"assertion": self.key.get(options["challenge"])})
+        assert status == 200, answer
+        return headers["set-cookie"].split(";")[0], answer["csrf"]
+
+
+@pytest.fixture
+def page() -> Iterator[Page]:
+    made = Page()
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+def test_a_flood_of_new_visitors_does_not_log_the_owner_out(page: Page) -> None:
+    # Whoever can reach the port made 256 sessions (GET /api/state needs
+    # nothing) and the oldest went first: the owner's login with it.
+    page.enrol()
+    owner = page.log_in()
+    assert page.request("GET", "/api/pending", headers={"Cookie": owner[0]})[0] == 200
+    for _ in range(300):
+        page.visit()
+    status, _, answer = page.request("GET", "/api/pending", headers={"Cookie": owner[0]})
+    assert status == 200, answer
+    assert page.post(owner, "/api/refuse", {"approval_id": 1})[2]["error"]["code"] == (
+        "no_such_approval")
