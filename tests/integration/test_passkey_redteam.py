@@ -193,3 +193,19 @@ def test_an_assertion_cannot_write_to_the_owners_terminal_through_brokerds_log(
     assert proc.stop() == 0
     assert b"\x1b" not in (home.root / "brokerd.log").read_bytes()
     assert _verify(home).returncode == 0
+
+
+def test_a_credential_id_longer_than_webauthn_allows_is_not_enrolled(make_home: Any) -> None:
+    # The first enrolment (open to admin.sock) with a 50 000-byte credential id
+    # went in; its `passkey` record is beyond what the verifier accepts, so
+    # brokerd would refuse its own log at the next start.
+    home, proc = make_home()
+    key = SoftAuthenticator(rp_id="localhost", origin=ORIGIN)
+    key.credential_id = os.urandom(50_000)
+    answer = enrol(home, key)
+    assert answer["error"]["code"] == "passkey_required", str(answer)[:300]
+    assert "1023 bytes" in answer["error"]["message"]
+    assert home.events("passkey") == []
+    assert proc.stop() == 0
+    assert _verify(home).returncode == 0
+    start(home).stop()
