@@ -41,7 +41,11 @@ class Page:
             connection.request(method, path, body=body,
                                headers={"Host": f"localhost:{self.port}", **(headers or {})})
             answer = connection.getresponse()
-            return answer.status, dict(answer.getheaders()), json.loads(answer.read())
+            data = answer.read()
+            try:
+                return answer.status, dict(answer.getheaders()), json.loads(data)
+            except ValueError:
+                return answer.status, dict(answer.getheaders()), data
         finally:
             connection.close()
 
@@ -97,3 +101,21 @@ def test_a_flood_of_new_visitors_does_not_log_the_owner_out(page: Page) -> None:
     assert status == 200, answer
     assert page.post(owner, "/api/refuse", {"approval_id": 1})[2]["error"]["code"] == (
         "no_such_approval")
+
+
+def test_a_body_with_nan_is_refused_as_not_json(page: Page) -> None:
+    # Python's json takes NaN and Infinity; the credential went on to the admin
+    # port's strict encoder, which raised: a bare 500 without the page's headers.
+    page.enrol()
+    link = admin(page.home.admin, "passkey_enrol", {"action": "add", "name": "laptop",
+                                                     "credential_id": None})["enrolment"]
+    session = page.visit()
+    cookie, csrf = session
+    for constant in (b"NaN", b"Infinity", b"-Infinity"):
+        body = (b'{"token": "' + link["token"].encode() + b'", "action": "add", '
+                b'"assertion": null, "credential": {"x": ' + constant + b"}}")
+        status, headers, answer = page.request("POST", "/api/enrol/finish", body, {
+            "Cookie": cookie, "X-CSRF-Token": csrf, "Origin": page.origin,
+            "Content-Type": "application/json"})
+        assert (status, answer["error"]["code"]) == (400, "json"), (status, answer)
+        assert headers["content-security-policy"].startswith("default-src 'self'")
