@@ -209,3 +209,27 @@ def test_a_credential_id_longer_than_webauthn_allows_is_not_enrolled(make_home: 
     assert proc.stop() == 0
     assert _verify(home).returncode == 0
     start(home).stop()
+
+
+def test_audit_show_reads_a_log_with_passkey_records(make_home: Any) -> None:
+    # One bare approve under require_passkey (anyone on admin.sock) wrote an
+    # approval_attempt, and `bxctl audit show` died on it (KeyError) before
+    # the records after it: the owner could no longer read the log.
+    home, proc = make_home()
+    key = SoftAuthenticator(rp_id="localhost", origin=ORIGIN)
+    enrol(home, key)
+    sock, waiting = pending(home)
+    assert approve(home, waiting["approval_id"], None)["error"]["code"] == "passkey_required"
+    shown = admin(home.admin, "approval", {"approval_id": waiting["approval_id"]})["approval"]
+    assert approve(home, waiting["approval_id"], key.get(shown["challenge"]))["ok"] == {}
+    sock.close()
+    assert proc.stop() == 0
+    run = subprocess.run([str(BXCTL), "audit", "show", str(home.audit)], env=env_for(home)
+                         | {"COLUMNS": "400"}, capture_output=True, text=True, timeout=60,
+                         check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    rows = run.stdout.splitlines()
+    assert any("passkey" in r and f"added {key.id} (phone)" in r for r in rows)
+    assert any("approval_attempt" in r and "refused for want of a passkey" in r for r in rows)
+    assert any(f"approved (approval {waiting['approval_id']})" in r and key.id in r for r in rows)
+    assert "stop" in rows[-1]
