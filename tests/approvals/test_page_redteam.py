@@ -7,12 +7,19 @@ review of issues 16 and 11").
 
 from __future__ import annotations
 
+import datetime as dt
 import http.client
 import json
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from tests.approvals.browser import ECHO_ASK, PageProcess, free_port
 from tests.fakes.authenticator import SoftAuthenticator
@@ -119,3 +126,50 @@ def test_a_body_with_nan_is_refused_as_not_json(page: Page) -> None:
             "Content-Type": "application/json"})
         assert (status, answer["error"]["code"]) == (400, "json"), (status, answer)
         assert headers["content-security-policy"].startswith("default-src 'self'")
+
+
+def _openssl_verify(ca: Path, leaf: Path, host: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["openssl", "verify", "-CAfile", str(ca), "-purpose", "sslserver",
+                           "-verify_hostname", host, str(leaf)],
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_the_local_ca_cannot_vouch_for_another_site(tmp_path: Path) -> None:
+    # The owner installs the page's local CA on the phone as a trusted root.
+    # Its key sits in the owner's home: whoever reads it (anything running as
+    # the owner) could sign a certificate for any site and intercept the
+    # phone's TLS.  The CA is now name-constrained to the page's host.
+    port = free_port()
+    home = Home(grants={"ask.toml": ECHO_ASK}, approvals_extra=(
+        f'rp_id = "localhost"\norigins = ["https://localhost:{port}"]\n'))
+    brokerd = start(home)
+    page = PageProcess(home, f"https://localhost:{port}", port)
+    try:
+        made = home.home / "approvals"
+        ca_pem = made / "ca.pem"
+        assert _openssl_verify(ca_pem, made / "cert.pem", "localhost").returncode == 0
+        ca_cert = x509.load_pem_x509_certificate(ca_pem.read_bytes())
+        ca_key = serialization.load_pem_private_key((made / "ca-key.pem").read_bytes(), None)
+        assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+        moment = dt.datetime.now(dt.UTC)
+        key = ec.generate_private_key(ec.SECP256R1())
+        forged = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "bank.example")]))
+            .issuer_name(ca_cert.subject).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(moment - dt.timedelta(minutes=5))
+            .not_valid_after(moment + dt.timedelta(days=30))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName("bank.example")]),
+                           critical=False)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .sign(ca_key, hashes.SHA256()))
+        forged_pem = tmp_path / "bank.pem"
+        forged_pem.write_bytes(forged.public_bytes(serialization.Encoding.PEM))
+        run = _openssl_verify(ca_pem, forged_pem, "bank.example")
+        assert run.returncode != 0, run.stdout
+        assert "subtree" in run.stdout + run.stderr
+    finally:
+        page.stop()
+        brokerd.stop()
+        home.cleanup()
