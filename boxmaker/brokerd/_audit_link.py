@@ -34,7 +34,7 @@ class AuditStartup:
     """`passkey` records and approvals with a passkey: the credentials and sign counts
     (only those after the last accepted break)."""
     passkeys_dropped: bool = False
-    """Credentials enrolled before an accepted break were left out: enrol again."""
+    """This start accepted a break and left out the credentials before it: enrol again."""
 
 
 class TaintCollector:
@@ -46,7 +46,6 @@ class TaintCollector:
         self.taints: dict[str, tuple[Taint, int]] = {}
         self.head_seq: int | None = None
         self.passkey_records: list[Record] = []
-        self.passkeys_dropped = False
 
     def __call__(self, record: Record) -> None:
         self.head_seq = record.seq
@@ -57,7 +56,6 @@ class TaintCollector:
         elif isinstance(event, Break):
             # The records before an accepted break are not trusted for
             # credentials: a planted `passkey` record sits in the damage.
-            self.passkeys_dropped = self.passkeys_dropped or bool(self.passkey_records)
             self.passkey_records.clear()
         if isinstance(event, Call):
             self._sessions_of_calls[record.seq] = event.session
@@ -99,9 +97,11 @@ async def open_audit(config: BrokerdConfig, *, accept_break: bool, fsync: FsyncF
                                           by_uid=config.own_uid, fsync=chosen,
                                           on_record=collector, write=write)
     head = report.next_seq - 1 if report.next_seq > 0 else None
+    dropped = False
     if report.break_record is not None:  # accepted now: the whole log before it
+        dropped = bool(collector.passkey_records)
         collector(report.break_record)
     return AuditStartup(writer=writer, taints=collector.taints,
                         known_sessions=sorted(collector.known), head_seq=head, report=report,
                         passkey_records=collector.passkey_records,
-                        passkeys_dropped=collector.passkeys_dropped)
+                        passkeys_dropped=dropped)
