@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 from pathlib import Path
 
 import trio
@@ -63,8 +64,9 @@ def keep_assertion(audit_dir: Path, verified: VerifiedUse) -> None:
     directory = audit_dir / ASSERTIONS_DIR
     directory.mkdir(mode=0o700, exist_ok=True)
     path = directory / f"{verified.use.assertion_sha256}.json"
-    temporary = directory / f".{verified.use.assertion_sha256}.tmp"
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    # A name of its own: approves of one assertion at once must not share it.
+    temporary = directory / f".{verified.use.assertion_sha256}.{secrets.token_hex(8)}.tmp"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
         os.write(fd, verified.assertion_json)
         os.fsync(fd)

@@ -242,3 +242,31 @@ def test_audit_show_reads_a_log_with_passkey_records(make_home: Any) -> None:
     assert any("approval_attempt" in r and "refused for want of a passkey" in r for r in rows)
     assert any(f"approved (approval {waiting['approval_id']})" in r and key.id in r for r in rows)
     assert "stop" in rows[-1]
+
+
+def test_one_assertion_sent_many_times_at_once_approves_once(make_home: Any) -> None:
+    # A double tap on the page, or a replay racing the real one, with an
+    # authenticator whose count is always 0: each approve kept the assertion
+    # through the same temporary file, and those that lost the race to rename
+    # it answered audit_unavailable ("nothing was approved") while one ran.
+    home, proc = make_home()
+    key = SoftAuthenticator(rp_id="localhost", origin=ORIGIN, counter=False)
+    enrol(home, key)
+    for round_ in range(3):
+        sock, waiting = pending(home, rid=20 + round_)
+        shown = admin(home.admin, "approval",
+                      {"approval_id": waiting["approval_id"]})["approval"]
+        assertion = key.get(shown["challenge"])
+        answers = _at_once(home, [{"v": 1, "id": i, "approve": {
+            "approval_id": waiting["approval_id"], "assertion": assertion}} for i in range(6)])
+        outcomes = sorted("ok" if "ok" in a else a["error"]["code"] for a in answers)
+        assert outcomes == ["no_such_approval"] * 5 + ["ok"], answers
+        assert next(read_frames(sock))["result"]["status"] == "ok"
+        sock.close()
+    approved = [r["approval"] for r in home.audit_lines() if "approval" in r]
+    assert [r["verdict"] for r in approved] == ["approved"] * 3
+    for record in approved:
+        kept = home.audit / "assertions" / f"{record['passkey']['assertion_sha256']}.json"
+        assert json.loads(kept.read_bytes())["id"] == key.id
+    assert list((home.audit / "assertions").glob(".*")) == []
+    assert proc.stop() == 0
