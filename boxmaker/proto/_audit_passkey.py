@@ -56,8 +56,8 @@ class ApprovalAttempt:
     reason: str
 
 
-def passkey_use_problem(used: dict[str, Any]) -> tuple[str, str] | None:
-    """(path, what is wrong) of an approval's `passkey`, or None (04-audit field rules)."""
+def _use_problem(used: dict[str, Any]) -> tuple[str, str] | None:
+    """(path, what is wrong) of an approval's `passkey`, or None."""
     if _B64URL.fullmatch(used["credential_id"]) is None:
         return ("passkey.credential_id", "expected base64url (1 to 65536 characters)")
     if _HEX64.fullmatch(used["assertion_sha256"]) is None:
@@ -66,12 +66,17 @@ def passkey_use_problem(used: dict[str, Any]) -> tuple[str, str] | None:
 
 
 def passkey_record_problem(key: str, payload: dict[str, Any]) -> tuple[str, str] | None:
-    """(path, what is wrong) of a `passkey` or `approval_attempt` payload, or None.
+    """(path, what is wrong) of a `passkey`, `approval_attempt` or `approval`
+    payload's passkey fields, or None (04-audit field rules).
 
     Exactly the forms brokerd writes: a base64url credential id, a name of 1
     to 64 printable characters, a base64url key for an addition and none for a
-    removal; a reason of at most MAX_ATTEMPT_REASON characters.
+    removal; a reason of at most MAX_ATTEMPT_REASON characters; an approval's
+    assertion hash of 64 hex digits.
     """
+    if key == "approval":
+        used = payload.get("passkey")
+        return None if used is None else _use_problem(used)
     if key == "approval_attempt":
         if len(payload["reason"]) > MAX_ATTEMPT_REASON:
             return ("reason", f"a reason has at most {MAX_ATTEMPT_REASON} characters")
