@@ -191,8 +191,8 @@ class PageApp:
             chunks.append(chunk)
             if not message.get("more_body"):
                 break
-        try:
-            value = json.loads(b"".join(chunks))
+        try:  # strict JSON: NaN and Infinity are refused here, not by brokerd's encoder
+            value = json.loads(b"".join(chunks), parse_constant=_no_constant)
         except (ValueError, RecursionError):
             raise HttpError(400, "json", "the body is not JSON") from None
         if type(value) is not dict:
@@ -214,6 +214,10 @@ class PageApp:
         items = [approval_view(a, self.history.of(a.session), now)
                  for a in reversed(answer.items)]
         return {"items": items, "credential": session.credential}
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def _from_brokerd(answer: AdminAnswer) -> HttpError:

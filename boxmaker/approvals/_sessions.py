@@ -46,7 +46,11 @@ class Sessions:
         for key in [k for k, s in self._by_id.items() if now - s.seen > IDLE_SECONDS]:
             del self._by_id[key]
         while len(self._by_id) >= MAX_SESSIONS:
-            del self._by_id[next(iter(self._by_id))]
+            # A session that logged in goes last: visitors cost nothing to make,
+            # and a flood of them must not log the owner out.
+            victim = next((k for k, s in self._by_id.items() if not s.logged_in(now)),
+                          next(iter(self._by_id)))
+            del self._by_id[victim]
 
     def get(self, session_id: str | None) -> Session | None:
         now = self._clock()

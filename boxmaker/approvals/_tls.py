@@ -57,6 +57,15 @@ def _leaf_is_good(cert_path: Path, host: str, now: dt.datetime) -> bool:
             and cert.not_valid_after_utc - now > dt.timedelta(days=RENEW_DAYS))
 
 
+def _ca_permits_only(ca_cert: x509.Certificate, host: str) -> bool:
+    """The CA is name-constrained to `host` (a CA without the constraint is made anew)."""
+    try:
+        constraints = ca_cert.extensions.get_extension_for_class(x509.NameConstraints).value
+    except x509.ExtensionNotFound:
+        return False
+    return constraints.permitted_subtrees == [x509.DNSName(host)]
+
+
 def ensure_local_ca(directory: Path, host: str, *,
                     now: dt.datetime | None = None) -> LocalCa:
     """The local CA and a certificate for `host` in `directory` (made when missing)."""
@@ -64,13 +73,15 @@ def ensure_local_ca(directory: Path, host: str, *,
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     ca_cert_path, ca_key_path = directory / "ca.pem", directory / "ca-key.pem"
     cert_path, key_path = directory / "cert.pem", directory / "key.pem"
-    if ca_cert_path.exists() and ca_key_path.exists():
+    kept = ca_cert_path.exists() and ca_key_path.exists()
+    if kept:
         ca_cert = x509.load_pem_x509_certificate(ca_cert_path.read_bytes())
         loaded = serialization.load_pem_private_key(ca_key_path.read_bytes(), None)
         if not isinstance(loaded, ec.EllipticCurvePrivateKey):
             raise ValueError(f"{ca_key_path}: not an EC key")
         ca_key = loaded
-    else:
+        kept = _ca_permits_only(ca_cert, host)
+    if not kept:
         ca_key = ec.generate_private_key(ec.SECP256R1())
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"boxmaker local CA ({host})")])
         ca_cert = (
@@ -85,10 +96,12 @@ def ensure_local_ca(directory: Path, host: str, *,
                 encipher_only=False, decipher_only=False), critical=True)
             .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()),
                            critical=False)
+            .add_extension(x509.NameConstraints(permitted_subtrees=[x509.DNSName(host)],
+                                                excluded_subtrees=None), critical=True)
             .sign(ca_key, hashes.SHA256()))
         _write_private(ca_key_path, _pem_key(ca_key))
         _write_private(ca_cert_path, ca_cert.public_bytes(serialization.Encoding.PEM))
-    if not (_leaf_is_good(cert_path, host, moment) and key_path.exists()):
+    if not (kept and _leaf_is_good(cert_path, host, moment) and key_path.exists()):
         key = ec.generate_private_key(ec.SECP256R1())
         leaf = (
             x509.CertificateBuilder()

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 from pathlib import Path
 
 import trio
 
 from .._unix import PeerCred
-from ..proto._audit_passkey import PasskeyRecord, PasskeyUse
+from ..proto._audit_passkey import MAX_ATTEMPT_REASON, PasskeyRecord, PasskeyUse
 from ..proto._convert import U64, JsonObject
+from ..proto._escape import escape_line
 from ..proto._wire import ErrorAnswer, Ok, error_answer
 from ..proto._wire_admin import AdminAnswer, ApproveRequest, DeclassifyRequest
 from ..proto._wire_passkey import (
@@ -62,8 +64,9 @@ def keep_assertion(audit_dir: Path, verified: VerifiedUse) -> None:
     directory = audit_dir / ASSERTIONS_DIR
     directory.mkdir(mode=0o700, exist_ok=True)
     path = directory / f"{verified.use.assertion_sha256}.json"
-    temporary = directory / f".{verified.use.assertion_sha256}.tmp"
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    # A name of its own: approves of one assertion at once must not share it.
+    temporary = directory / f".{verified.use.assertion_sha256}.{secrets.token_hex(8)}.tmp"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
         os.write(fd, verified.assertion_json)
         os.fsync(fd)
@@ -79,7 +82,15 @@ def keep_assertion(audit_dir: Path, verified: VerifiedUse) -> None:
 
 async def _refuse(daemon: Daemon, approval_id: int | None, peer: PeerCred,
                   reason: str) -> ErrorAnswer:
-    """Record the attempt (`approval_attempt`) and answer passkey_required."""
+    """Record the attempt (`approval_attempt`) and answer passkey_required.
+
+    The reason may quote the assertion (the webauthn package names a wrong
+    origin as found): escaped, and cut to MAX_ATTEMPT_REASON, before the log,
+    the record or the answer sees it.
+    """
+    reason = escape_line(reason)
+    if len(reason) > MAX_ATTEMPT_REASON:
+        reason = reason[:MAX_ATTEMPT_REASON - 1] + "…"
     try:
         await daemon.ledger.attempt(approval_id, by=peer.uid, reason=reason)
     except AuditUnavailable as exc:
@@ -158,6 +169,17 @@ async def handle_passkey(body: PasskeyRequestBody, peer: PeerCred,
                                name=verified.credential.name)
     if isinstance(body, PasskeyEnrolRequest):
         return _enrol(body, daemon)
+    # One change at a time: "needs an assertion while one is enrolled" is checked
+    # and the change recorded before the next link is looked at (no race of two
+    # first enrolments past the check).
+    async with daemon.passkey_changes:
+        return await _use_link(body, peer, daemon)
+
+
+async def _use_link(body: PasskeyOptionsRequest | PasskeyAddRequest | PasskeyRemoveRequest,
+                    peer: PeerCred, daemon: Daemon) -> AdminAnswer:
+    registry = daemon.passkeys
+    assert registry.rp_id is not None
     try:
         enrolment = registry.enrolment(body.token)
     except NoSuchEnrolment:

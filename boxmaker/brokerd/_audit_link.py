@@ -14,7 +14,7 @@ from pathlib import Path
 import attrs
 
 from .._audit_files import verify_directory
-from ..proto._audit import ApprovalRecord, Call, Declassify, Record, ResultRecord
+from ..proto._audit import ApprovalRecord, Break, Call, Declassify, Record, ResultRecord
 from ..proto._audit_passkey import PasskeyRecord
 from ..proto._taint import Taint
 from ._audit_startup import StartupReport, open_audit_log
@@ -31,7 +31,10 @@ class AuditStartup:
     head_seq: int | None
     report: StartupReport | None = None
     passkey_records: list[Record] = attrs.field(factory=list)
-    """`passkey` records and approvals with a passkey: the credentials and sign counts."""
+    """`passkey` records and approvals with a passkey: the credentials and sign counts
+    (only those after the last accepted break)."""
+    passkeys_dropped: bool = False
+    """This start accepted a break and left out the credentials before it: enrol again."""
 
 
 class TaintCollector:
@@ -50,6 +53,10 @@ class TaintCollector:
         if isinstance(event, PasskeyRecord) or (
                 isinstance(event, ApprovalRecord) and event.passkey is not None):
             self.passkey_records.append(record)
+        elif isinstance(event, Break):
+            # The records before an accepted break are not trusted for
+            # credentials: a planted `passkey` record sits in the damage.
+            self.passkey_records.clear()
         if isinstance(event, Call):
             self._sessions_of_calls[record.seq] = event.session
             self.known.add(event.session)
@@ -90,6 +97,11 @@ async def open_audit(config: BrokerdConfig, *, accept_break: bool, fsync: FsyncF
                                           by_uid=config.own_uid, fsync=chosen,
                                           on_record=collector, write=write)
     head = report.next_seq - 1 if report.next_seq > 0 else None
+    dropped = False
+    if report.break_record is not None:  # accepted now: the whole log before it
+        dropped = bool(collector.passkey_records)
+        collector(report.break_record)
     return AuditStartup(writer=writer, taints=collector.taints,
                         known_sessions=sorted(collector.known), head_seq=head, report=report,
-                        passkey_records=collector.passkey_records)
+                        passkey_records=collector.passkey_records,
+                        passkeys_dropped=dropped)

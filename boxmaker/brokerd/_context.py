@@ -80,6 +80,8 @@ class Daemon:
     idle_scopes: set[trio.CancelScope] = attrs.field(factory=set)
     checkpoints: Any = None
     """The `CheckpointsRuntime` (10-checkpoints), or None in tests built without it."""
+    passkey_changes: trio.Lock = attrs.field(factory=trio.Lock)
+    """Held from an enrolment link's check to its record: one passkey change at a time."""
     """Connections still reading their request: cancelled at shutdown."""
     passkeys: PasskeyRegistry = attrs.field(
         factory=lambda: PasskeyRegistry(rp_id=None, origins=(), clock=trio.current_time))

@@ -36,13 +36,15 @@ from webauthn.helpers.structs import (
 
 from ..proto._audit import ApprovalRecord, Record
 from ..proto._audit_passkey import PasskeyRecord, PasskeyUse
-from ..proto._wire_passkey import Assertion, EnrolAction, b64url, from_b64url
+from ..proto._wire_passkey import B64URL_MAX, Assertion, EnrolAction, b64url, from_b64url
 
 ENROLMENT_SECONDS = 600.0
 """A one-time enrolment link is good for ten minutes."""
 MAX_ENROLMENTS = 16
 """Links outstanding at once; the oldest goes first."""
 MAX_CREDENTIALS = 64
+MAX_CREDENTIAL_ID = 1023
+"""Bytes (WebAuthn Level 3); a longer one could never sign (the wire's B64URL_MAX)."""
 RP_NAME = "boxmaker"
 
 
@@ -223,6 +225,10 @@ class PasskeyRegistry:
                 require_user_verification=True)
         except (WebAuthnException, ValueError, KeyError, TypeError) as exc:
             raise PasskeyInvalid(f"the new credential does not verify: {exc}") from None
+        if len(verified.credential_id) > MAX_CREDENTIAL_ID or len(
+                b64url(verified.credential_public_key)) > B64URL_MAX:
+            raise PasskeyInvalid(f"a credential id has at most {MAX_CREDENTIAL_ID} bytes "
+                                 f"(WebAuthn), its key at most {B64URL_MAX} base64url characters")
         credential_id = b64url(verified.credential_id)
         if credential_id in self.credentials:
             raise PasskeyInvalid("that credential is enrolled already")

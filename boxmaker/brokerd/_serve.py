@@ -269,6 +269,11 @@ async def _serve_with_log(
     checkpoints = open_checkpoints(config, writer, new_key=new_checkpoint_key,
                                    wall_clock=time.time)
     warnings += checkpoints.warnings
+    if startup.passkeys_dropped:
+        dropped = ("the passkeys enrolled before the audit log's accepted break are not "
+                   "trusted: enrol again (bxctl passkey add). See docs/runbook.md#passkey-required")
+        log.warning("%s", dropped)
+        warnings.append(dropped)
     daemon = Daemon(config=config, ledger=ledger, watcher=watcher, runtime=runtime,
                     link=PolicyLink.of(config.protected), version=__version__,
                     warnings=warnings, passkeys=passkeys, checkpoints=checkpoints)

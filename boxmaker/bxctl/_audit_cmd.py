@@ -279,6 +279,15 @@ def _outcome(record: Record) -> str:
             text += f", then {tag}" + (f" {inner['code']}: {inner['reason']}" if inner else "")
         if payload["reason"] is not None:
             text += f": {payload['reason']}"
+        if payload.get("passkey") is not None:
+            text += f", with passkey {payload['passkey']['credential_id']}"
+    elif key == "passkey":
+        text = (f"{payload['action']} {payload['credential_id']} ({payload['name']}) by uid "
+                f"{payload['by']}")
+    elif key == "approval_attempt":
+        named = payload["approval_id"]
+        text = (f"refused for want of a passkey{'' if named is None else f' (approval {named})'}"
+                f" by uid {payload['by']}: {payload['reason']}")
     elif key == "result":
         text = f"{payload['status']}, {payload['label']}"
         text += ", untrusted" if payload["untrusted"] else ""

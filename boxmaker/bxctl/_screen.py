@@ -5,7 +5,8 @@ the model, a tool or a peer starts with the gutter `│ ` (model text in chat),
 or continues one of boxmaker's rows after a gutter (a long field), so no row
 of it ever starts at column 0.  bxctl wraps such text itself, at the
 terminal's width as `wcwidth` measures it, counting East Asian ambiguous
-characters as 2 columns and anything it calls zero-width or unprintable as 1,
+characters (and East Asian wide ones it calls zero-width) as 2 columns and
+anything else it calls zero-width or unprintable as 1,
 so the terminal never wraps a row by itself (a row it wrapped would start at
 column 0).  The text given here is already escaped (`proto._escape`): an
 escape such as ``\\u{001B}`` is kept whole on one row.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import functools
 import re
 import shutil
+import unicodedata
 
 import wcwidth
 
@@ -36,7 +38,11 @@ code points (measured one by one), and whole escapes."""
 
 @functools.lru_cache(maxsize=8192)
 def char_width(ch: str) -> int:
-    """Columns one code point takes, never underestimated: ambiguous 2, at least 1."""
+    """Columns one code point takes, never underestimated: ambiguous 2, at least 1,
+    and 2 for East Asian wide ones that wcwidth calls zero-width (U+302E: the C
+    library, and so the terminal, gives it 2)."""
+    if unicodedata.east_asian_width(ch) in ("W", "F"):
+        return max(2, wcwidth.wcwidth(ch, ambiguous_width=2))
     return max(1, wcwidth.wcwidth(ch, ambiguous_width=2))
 
 

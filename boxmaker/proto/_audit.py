@@ -26,7 +26,7 @@ from typing import Any, Literal
 import attrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from ._audit_passkey import ApprovalAttempt, PasskeyRecord, PasskeyUse
+from ._audit_passkey import ApprovalAttempt, PasskeyRecord, PasskeyUse, passkey_record_problem
 from ._convert import (
     U64,
     U64_MAX,
@@ -571,6 +571,9 @@ def _event_problem(key: str, payload: dict[str, Any]) -> tuple[str, str] | None:
     elif key == "approval":
         if (payload["verdict"] == "approved") != (payload["redecision"] is not None):
             return ("redecision", "a redecision is present exactly when the verdict is approved")
+        return passkey_record_problem(key, payload)
+    elif key in ("passkey", "approval_attempt"):
+        return passkey_record_problem(key, payload)
     elif key == "result":
         output = payload["output"]
         if output is not None and _HEX64.fullmatch(output["sha256"]) is None:

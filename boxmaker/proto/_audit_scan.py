@@ -42,6 +42,7 @@ from ._audit import (
     parse_record,
     scan_json,
 )
+from ._audit_passkey import PasskeyUse
 from ._convert import U64, JsonObject
 
 # A JSON string exactly as the encoder writes it (ensure_ascii): printable
@@ -84,7 +85,11 @@ _FIELDS: dict[tuple[type[Any], str], str] = {
     (ApprovalRecord, "call"): f"(?P<call>{_U64})",
     (ResultRecord, "call"): f"(?P<call>{_U64})",
     (ApprovalRecord, "verdict"): '"(?P<verdict>approved|refused|expired|requester_gone)"',
+    (PasskeyUse, "credential_id"): '"[A-Za-z0-9_-]{1,65536}"',
+    (PasskeyUse, "assertion_sha256"): f'"{_HEX64}"',
 }
+_STRICT_ONLY = frozenset({"passkey", "approval_attempt"})
+"""Rare records whose field rules (`_audit_passkey`) only the strict parser checks."""
 
 
 _LEFT_OUT_WHEN_NONE = {(ApprovalRecord, "passkey")}
@@ -185,7 +190,7 @@ def _scan(line: bytes) -> LineFacts | None:
         return None
     key = top.group("key")
     pattern = _EVENT_PATTERNS.get(key)
-    if pattern is None:
+    if pattern is None or key in _STRICT_ONLY:
         return None
     event = pattern.fullmatch(text, top.end())
     seq, ts, prev = top.group("seq", "ts", "prev")

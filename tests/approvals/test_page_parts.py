@@ -73,9 +73,9 @@ def test_local_ca_signs_a_certificate_for_the_host(tmp_path: Path) -> None:
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
     again = ensure_local_ca(tmp_path / "ca", "box.lan")
     assert again.cert.read_bytes() == made.cert.read_bytes()  # kept
-    other = ensure_local_ca(tmp_path / "ca", "phone.lan")  # same CA, a new leaf
+    other = ensure_local_ca(tmp_path / "ca", "phone.lan")  # a new CA: constrained to its host
     before = other.cert.read_bytes()
-    assert x509.load_pem_x509_certificate(before).issuer == ca.subject
+    assert x509.load_pem_x509_certificate(before).issuer != ca.subject
     late = ensure_local_ca(tmp_path / "ca", "phone.lan",
                            now=dt.datetime.now(dt.UTC) + dt.timedelta(days=380))
     assert late.cert.read_bytes() != before  # renewed near its end

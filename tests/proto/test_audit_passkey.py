@@ -62,6 +62,21 @@ def test_passkey_and_attempt_records(event: object) -> None:
     text = line(event)
     assert parse_record(text).event == event
     assert check_record_line(text).call is None
-    assert _scan(text) is not None
+    assert _scan(text) is None  # rare records: only the strict parser checks their rules
     with pytest.raises(RecordSchemaError):
         parse_record(text[:-2] + b',"extra":1}}')
+
+
+@pytest.mark.parametrize("use", [
+    PasskeyUse(credential_id="mVJ2", sign_count=U64(3), assertion_sha256="zz" * 32),
+    PasskeyUse(credential_id="", sign_count=U64(3), assertion_sha256="cd" * 32),
+    PasskeyUse(credential_id="a+b/", sign_count=U64(3), assertion_sha256="cd" * 32),
+])
+def test_an_approvals_passkey_in_a_form_brokerd_never_writes_is_refused(
+        use: PasskeyUse) -> None:
+    # Red-team review: the approval's `passkey` fields had no rule of their own.
+    text = line(ApprovalRecord(call=U64(4), approval_id=U64(482913), verdict="refused",
+                               by=U64(1000), reason=None, redecision=None, passkey=use))
+    assert _scan(text) is None
+    with pytest.raises(RecordSchemaError):
+        check_record_line(text)
