@@ -68,7 +68,7 @@ def _register() -> None:
     cli.add_command(_grants_cmd.grants)
     cli.add_command(_chat_cmd.chat)
 
-    from . import _admin_cmd, _replay_cmd  # noqa: F401 - _replay_cmd adds to `grants`
+    from . import _admin_cmd, _replay_cmd, _suggest_cmd  # noqa: F401 - they add to `grants`
 
     for command in _admin_cmd.COMMANDS:
         cli.add_command(command)
