@@ -34,6 +34,7 @@ from typing import Any, Final, Literal
 import attrs
 
 from ..proto._args import FILE_TOOLS, ToolName
+from ..proto._escape import escape_line
 from ..proto._grammar import Url, parse_url
 from ..proto._history import HistoryApproval, HistoryCall
 from ..proto._taint import Label, max_label
@@ -308,7 +309,7 @@ def comment_lines(c: Candidate, file_of: str | None) -> list[str]:
                 "take that one out when you add this")
     else:
         head = f"# ask before {c.tool} of {', '.join(c.entries) or 'any text'} ({c.why})"
-    lines = [head.replace("\n", " ")]
+    lines = [escape_line(head)]
     word = "allows" if c.kind == "replace" else "asks for"
     lines.append(f"# {word} {c.covered_count} call{'s' if c.covered_count != 1 else ''} "
                  "of the log that it covers:")
