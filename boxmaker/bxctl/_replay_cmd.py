@@ -23,7 +23,7 @@ from .._audit_files import log_size, verify_directory
 from ..policy._decision import ProtectedPaths
 from ..policy._explain import report_lines as grants_report_lines
 from ..policy._model import GrantSet, InvalidGrantSet
-from ..policy._replay import Redecider, ReplayTally, change_json, change_line
+from ..policy._replay import Redecided, Redecider, ReplayTally, change_json, change_line
 from ..proto._convert import unstructure
 from ..proto._escape import escape_line
 from ..proto._history import HistoryCall, HistoryReader, OnApproval, OnCall
@@ -32,6 +32,7 @@ from ..proto._verify import ChainReport
 from ._audit_cmd import PROGRESS_MIN_BYTES, NotFine, _parse_since
 from ._cli import App, pass_app
 from ._grants_cmd import _BrokerdConfigError, _load, brokerd_protected_paths, grants
+from ._replay_pool import DecidePool, parallel_worth_it
 
 CHAIN_RUNBOOK = "docs/runbook.md#audit-chain-broken"
 
@@ -131,6 +132,36 @@ def _emit_text(tally: ReplayTally, spool: IO[str]) -> None:
                    "none that was denied or asked would now be allowed")
 
 
+def _replay_log(audit: Path, grant_set: GrantSet, protected: ProtectedPaths,
+                keep: Callable[[HistoryCall], bool],
+                record: Callable[[HistoryCall, Redecided], None]) -> ChainReport:
+    """Read, verify and re-decide: on a second core for a big log (`_replay_pool`)."""
+    try:
+        size = log_size(audit)
+    except OSError:
+        size = 0  # read_history says why
+    if not parallel_worth_it(size):
+        redecide = Redecider(grant_set, protected)
+
+        def on_call(call: HistoryCall) -> None:
+            if keep(call):
+                record(call, redecide(call))
+
+        return read_history(audit, on_call)
+    pool = DecidePool(grant_set, protected, record)
+    try:
+
+        def send(call: HistoryCall) -> None:
+            if keep(call):
+                pool(call)
+
+        report = read_history(audit, send)
+        pool.finish()
+        return report
+    finally:
+        pool.close()
+
+
 @grants.command("replay")
 @click.option("--grants", "grants_dir", type=click.Path(path_type=Path), default=None,
               help="The grant set to replay with (default: the configured grants).")
@@ -153,19 +184,16 @@ def replay(app: App, grants_dir: Path | None, audit_dir: Path | None, since: str
     grant_set = load_valid_grants(grants_dir if grants_dir is not None else app.config.grants,
                                   as_json)
     audit = audit_dir if audit_dir is not None else app.config.audit
-    redecide = Redecider(grant_set, protected)
     tally = ReplayTally()
     with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
 
-        def on_call(call: HistoryCall) -> None:
-            if not keep(call):
-                return
-            change = tally.add(call, redecide(call))
+        def record(call: HistoryCall, now: Redecided) -> None:
+            change = tally.add(call, now)
             if change is not None:
                 spool.write((dumps(change_json(change), ascii_only=True) if as_json
                              else change_line(change)) + "\n")
 
-        report = read_history(audit, on_call)
+        report = _replay_log(audit, grant_set, protected, keep, record)
         if not report.ok:
             if as_json:
                 click.echo(dumps({"verified": False, "calls": 0, "matrix": {}, "changes": []}))

@@ -14,6 +14,7 @@ asked would now be allowed (then `replay` exits 1).
 
 from __future__ import annotations
 
+import json
 from typing import Any, Final
 
 import attrs
@@ -21,7 +22,7 @@ import attrs
 from ..proto._escape import escape_line
 from ..proto._history import HistoryCall
 from ..proto._json import dumps
-from ..proto._taint import Label
+from ..proto._taint import Label, Taint
 from ._decide import decide
 from ._decision import Ask, Decision, ProtectedPaths, ToolCall
 from ._model import GrantState
@@ -66,13 +67,17 @@ class Redecider:
         self._cache_size = cache_size
 
     def __call__(self, call: HistoryCall) -> Redecided:
-        key = (call.tool, call.args_text, call.state)
+        return self.decide(call.tool, call.args_text, call.state)
+
+    def decide(self, tool: str, args_text: str, state: Taint) -> Redecided:
+        """A call given as its tool, its arguments' stored text and its taint."""
+        key = (tool, args_text, state)
         cache = self._cache
         found = cache.get(key)
         if found is not None:
             return found
-        result = decide(ToolCall(tool=call.tool, args=call.args()), call.state, self.grants,
-                        self.protected)
+        args = json.loads(args_text)
+        result = decide(ToolCall(tool=tool, args=args), state, self.grants, self.protected)
         found = redecided_of(result)
         if len(cache) >= self._cache_size:
             cache.clear()

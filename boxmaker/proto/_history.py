@@ -132,10 +132,24 @@ class HistoryReader:
         entry = self._pending.pop(call, None)
         if entry is None:  # a second decision, or one whose call was dropped
             return
-        value: Any = scan_json(content.decode("ascii"), 0)[0]
-        body = value["decision"]
-        state = body["state"]
-        label: Label = state["label"]
+        # `{... "decision":{"call":N,"outcome":{TAG:{...}},"grant":G,"state":{"label":L,
+        # "untrusted":B},"grants_digest":"hex"}}`: after the outcome (whose strings hold
+        # their quotes escaped) the keys are fixed, so they are found from the end.
+        text = content.decode("ascii")
+        tag_at = text.index('"outcome":{"') + 12
+        tag = text[tag_at : text.index('"', tag_at)]
+        grant_at = text.rindex(',"grant":')
+        state_at = text.index(',"state":{"label":"', grant_at)
+        grant_text = text[grant_at + 9 : state_at]
+        label_at = state_at + 19
+        label_end = text.index('"', label_at)
+        label: Label = text[label_at:label_end]  # type: ignore[assignment]
+        untrusted = text.startswith('"untrusted":true', label_end + 2)
+        if tag == "denied":
+            code_at = text.index('"code":"', tag_at) + 8
+            outcome = "denied:" + text[code_at : text.index('"', code_at)]
+        else:
+            outcome = tag
         ts, session, tool, args_text = entry
         self._on_call(
             HistoryCall(
@@ -144,8 +158,8 @@ class HistoryReader:
                 session=session,
                 tool=tool,
                 args_text=args_text,
-                outcome=outcome_word(body["outcome"]),
-                grant=body["grant"],
-                state=_TAINTS[(label, bool(state["untrusted"]))],
+                outcome=outcome,
+                grant=None if grant_text == "null" else grant_text[1:-1],
+                state=_TAINTS[(label, untrusted)],
             )
         )

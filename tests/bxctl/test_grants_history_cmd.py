@@ -219,3 +219,27 @@ def test_suggest_draft_replayed_changes_exactly_what_it_names(home: Home) -> Non
     named = {int(n): None for n in re.findall(r"^#   call (\d+) ", draft, re.M)}
     assert set(changed) == set(named)
     assert sorted(changed.values()) == ["allowed"] * 4 + ["ask"] * 6
+
+
+def test_replay_on_a_second_core_prints_the_same(home: Home,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from boxmaker.bxctl import _replay_cmd, _replay_pool
+
+    wide = grants_dir(home, "wide2", '[[grant]]\nid = "all"\ntool = "read_file"\n'
+                                     'mode = "allow"\npaths = ["/home"]\n')
+    serial = run(home, "grants", "replay", "--grants", str(wide), "--json")
+    monkeypatch.setattr(_replay_pool, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(_replay_pool, "BATCH", 3)  # several batches in flight
+    pools: list[Any] = []
+
+    class Recorded(_replay_pool.DecidePool):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            pools.append(self)
+
+    monkeypatch.setattr(_replay_cmd, "DecidePool", Recorded)
+    parallel = run(home, "grants", "replay", "--grants", str(wide), "--json")
+    assert len(pools) == 1
+    assert parallel.exit_code == serial.exit_code == 1
+    assert parallel.stdout == serial.stdout
+    assert json.loads(parallel.stdout)["changes"]
