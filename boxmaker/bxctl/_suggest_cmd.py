@@ -72,7 +72,7 @@ def suggest(app: App, audit_dir: Path | None, since: str | None, min_approvals: 
     until you copy it into the grants directory.
     """
     where = grants_dir if grants_dir is not None else app.config.grants
-    if out is not None and _inside(out, where):
+    if out is not None and any(_inside(out, d) for d in (where, app.config.grants)):
         raise click.UsageError("--out is inside the grants directory: suggest never writes "
                                "there by itself; write the draft elsewhere and review it")
     keep = since_filter(since)

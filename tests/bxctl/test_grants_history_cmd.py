@@ -243,3 +243,11 @@ def test_replay_on_a_second_core_prints_the_same(home: Home,
     assert parallel.exit_code == serial.exit_code == 1
     assert parallel.stdout == serial.stdout
     assert json.loads(parallel.stdout)["changes"]
+
+
+def test_suggest_out_inside_the_configured_grants_is_refused_too(home: Home) -> None:
+    other = grants_dir(home, "copy", GRANTS)
+    result = run(home, "grants", "suggest", "--grants", str(other), "--out",
+                 str(home.grants / "sub" / "new.toml"))
+    assert result.exit_code == 2
+    assert not (home.grants / "sub").exists()
