@@ -23,14 +23,18 @@ from ..policy._decision import ProtectedPaths
 from ..policy._model import GrantSet
 from ..policy._replay import Redecided, Redecider
 from ..proto._history import HistoryCall
-from ..proto._taint import Taint
+from ..proto._taint import LABELS, Label, Taint
 
 PARALLEL_MIN_BYTES: Final = 16 * 1024 * 1024
 BATCH: Final = 4096
 IN_FLIGHT: Final = 4
 
 OnDecided = Callable[[HistoryCall, Redecided], None]
-_Key = tuple[str, str, Taint]
+_Key = tuple[str, str, Label, bool]
+"""tool, stored argument text, label, untrusted: plain values, cheap to pickle."""
+_Answer = tuple[str, str | None, Label | None, bool | None, tuple[str, ...]]
+_TAINTS: Final = {(t.label, t.untrusted): t for t in (
+    Taint(label=label, untrusted=untrusted) for label in LABELS for untrusted in (False, True))}
 
 _WORKER: dict[str, Redecider] = {}
 """The worker's Redecider (in the worker process only)."""
@@ -41,9 +45,13 @@ def _start_worker(grants: GrantSet, protected: ProtectedPaths) -> None:
     _WORKER["redecider"] = Redecider(grants, protected)
 
 
-def _decide_batch(keys: list[_Key]) -> list[Redecided]:
+def _decide_batch(keys: list[_Key]) -> list[_Answer]:
     decide = _WORKER["redecider"].decide
-    return [decide(tool, args_text, state) for tool, args_text, state in keys]
+    out: list[_Answer] = []
+    for tool, args_text, label, untrusted in keys:
+        r = decide(tool, args_text, _TAINTS[(label, untrusted)])
+        out.append((r.outcome, r.grant, r.label, r.untrusted, r.matched))
+    return out
 
 
 def parallel_worth_it(log_bytes: int) -> bool:
@@ -60,7 +68,7 @@ class DecidePool:
             initializer=_start_worker, initargs=(grants, protected))
         self._on_decided = on_decided
         self._batch: list[HistoryCall] = []
-        self._flying: deque[tuple[Future[list[Redecided]], list[HistoryCall]]] = deque()
+        self._flying: deque[tuple[Future[list[_Answer]], list[HistoryCall]]] = deque()
 
     def __call__(self, call: HistoryCall) -> None:
         self._batch.append(call)
@@ -69,7 +77,7 @@ class DecidePool:
 
     def _send(self) -> None:
         calls, self._batch = self._batch, []
-        keys = [(c.tool, c.args_text, c.state) for c in calls]
+        keys = [(c.tool, c.args_text, c.state.label, c.state.untrusted) for c in calls]
         self._flying.append((self._executor.submit(_decide_batch, keys), calls))
         while len(self._flying) >= IN_FLIGHT:
             self._land()
@@ -77,8 +85,10 @@ class DecidePool:
     def _land(self) -> None:
         future, calls = self._flying.popleft()
         on_decided = self._on_decided
-        for call, answer in zip(calls, future.result(), strict=True):
-            on_decided(call, answer)
+        for call, (outcome, grant, label, untrusted, matched) in zip(
+                calls, future.result(), strict=True):
+            on_decided(call, Redecided(outcome=outcome, grant=grant, label=label,
+                                       untrusted=untrusted, matched=matched))
 
     def finish(self) -> None:
         """Decide what is left and wait for every answer."""
