@@ -17,7 +17,7 @@ from pathlib import Path
 import attrs
 
 from .proto._audit import DAY_FILE_SUFFIX, is_day_file_name
-from .proto._verify import ChainReport, ChainVerifier, OnRecord
+from .proto._verify import ChainReport, ChainVerifier, OnLine, OnRecord
 
 BLOCK = 4 * 1024 * 1024
 
@@ -93,9 +93,13 @@ def verify_directory(
     *,
     expect_head: tuple[int, str] | None = None,
     on_record: OnRecord | None = None,
+    on_line: OnLine | None = None,
     progress: Progress | None = None,
 ) -> ChainReport:
-    """Verify the audit log in `directory`.  Raises OSError when it cannot be read."""
-    verifier = ChainVerifier(expect_head=expect_head, on_record=on_record)
+    """Verify the audit log in `directory`.  Raises OSError when it cannot be read.
+
+    `on_line` sees every line the verifier takes into the chain, in order, in the
+    same read (bxctl grants replay decides while it verifies)."""
+    verifier = ChainVerifier(expect_head=expect_head, on_record=on_record, on_line=on_line)
     feed_directory(verifier, directory, progress)
     return verifier.finish()

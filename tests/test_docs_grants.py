@@ -4,7 +4,10 @@ An example starts at a ``<!-- example: NAME -->`` marker.  Its ```` ```toml ````
 blocks are grant files (the first line names the file, ``# grants/NAME.toml``);
 its ```` ```console ```` blocks hold ``$ bxctl ...`` commands, each followed by
 its expected output.  The commands run against those files in a fresh
-directory, with ``$BOXMAKER_HOME`` set to the home the doc names.
+directory, with ``$BOXMAKER_HOME`` set to the home the doc names.  A block may
+also name another directory (``# proposed/NAME.toml``); the "week" example gets
+its audit log (`tests.fakes.week_log`, decided with the example's grants) in
+``audit/``.
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ import pytest
 from click.testing import CliRunner
 
 from boxmaker.bxctl._cli import cli
+from boxmaker.policy import load_grants
+from boxmaker.policy._model import GrantSet
+from tests.fakes.week_log import write_week
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "grants.md"
 HOME = "/home/me/.local/share/boxmaker"
@@ -56,7 +62,7 @@ def parse_examples(text: str) -> list[Example]:
                 i += 1
             body = lines[start:i]
             if kind == "toml":
-                name = re.fullmatch(r"# grants/(\S+\.toml)", body[0])
+                name = re.fullmatch(r"# ((?:grants|proposed)/\S+\.toml)", body[0])
                 assert name, f"line {start + 1}: a grant file block starts with # grants/NAME"
                 examples[-1].files[name.group(1)] = "\n".join(body[1:]) + "\n"
             else:
@@ -74,7 +80,7 @@ def run_command(command: Command) -> tuple[int, str, str]:
     argv = shlex.split(command.text)
     assert argv[0] == "bxctl"
     argv = argv[1:]
-    if argv[:2] == ["grants", "explain"] and "--grants" not in argv:
+    if argv[:2] in (["grants", "explain"], ["grants", "suggest"]) and "--grants" not in argv:
         argv += ["--grants", "grants"]  # the doc's sessions run in the boxmaker home
     env = {"BOXMAKER_HOME": HOME, "XDG_RUNTIME_DIR": RUNTIME}
     result = CliRunner().invoke(cli, argv, env=env)
@@ -82,14 +88,25 @@ def run_command(command: Command) -> tuple[int, str, str]:
 
 
 def _write_example(example: Example, directory: Path) -> None:
-    grants = directory / "grants"
-    grants.mkdir(parents=True)
     for name, content in example.files.items():
-        (grants / name).write_text(content)
+        (directory / name).parent.mkdir(parents=True, exist_ok=True)
+        (directory / name).write_text(content)
+    if example.name == "week":
+        grants = load_grants(directory / "grants")
+        assert isinstance(grants, GrantSet)
+        write_week(directory / "audit", grants)
 
 
 def _expected_exit(command: Command, stdout: str) -> int:
     if " check" in command.text:
+        return 0 if stdout.splitlines()[-1].startswith("ok: ") else 1
+    if " suggest" in command.text:
+        return 0
+    if " replay" in command.text:
+        if "--json" in command.text:
+            matrix = json.loads(stdout)["matrix"]
+            return 1 if any(now == "allowed" != was for was, row in matrix.items()
+                            for now in row) else 0
         return 0 if stdout.splitlines()[-1].startswith("ok: ") else 1
     if "--json" in command.text:
         doc = json.loads(stdout)
@@ -101,7 +118,7 @@ EXAMPLES = parse_examples(DOC.read_text())
 
 
 def test_the_doc_has_examples() -> None:
-    assert [e.name for e in EXAMPLES] == ["notes", "web", "broken"]
+    assert [e.name for e in EXAMPLES] == ["notes", "web", "broken", "week"]
     assert sum(len(e.commands) for e in EXAMPLES) >= 15
     for example in EXAMPLES:
         assert example.files and example.commands

@@ -68,7 +68,8 @@ def _register() -> None:
     cli.add_command(_grants_cmd.grants)
     cli.add_command(_chat_cmd.chat)
 
-    from . import _admin_cmd, _passkey_cmd
+    # _replay_cmd and _suggest_cmd add to `grants` when imported
+    from . import _admin_cmd, _passkey_cmd, _replay_cmd, _suggest_cmd  # noqa: F401
 
     for command in _admin_cmd.COMMANDS:
         cli.add_command(command)

@@ -66,8 +66,6 @@ from ._errors import DecodeError
 ReportKind = FailureKind | Literal["head_mismatch"]
 
 
-
-
 @attrs.frozen(kw_only=True)
 class Head:
     """The last record of the chain."""
@@ -273,16 +271,20 @@ class _Note:
 
 
 OnRecord = Callable[[Record], None]
+OnLine = Callable[[bytes, LineFacts], None]
+"""Called with each line taken into the chain (its bytes without ``\\n``) and its facts."""
 
 
 class ChainVerifier:
     """Feed lines, get a `ChainReport`.  See the module docstring for the steps."""
 
     def __init__(
-        self, *, expect_head: tuple[int, str] | None = None, on_record: OnRecord | None = None
+        self, *, expect_head: tuple[int, str] | None = None, on_record: OnRecord | None = None,
+        on_line: OnLine | None = None,
     ) -> None:
         self._expect_head = expect_head
         self._on_record = on_record
+        self._on_line = on_line
         self._file: str | None = None
         self._last_file: str | None = None
         self._files = 0
@@ -480,6 +482,9 @@ class ChainVerifier:
             self._expect_found = entry
         if self._on_record is not None:
             self._on_record(entry.record())
+        if self._on_line is not None:
+            assert entry.facts is not None
+            self._on_line(entry.content, entry.facts)
 
     def _recovery_problem(self, event: Recovery, entry: _Line, before: _Line | None) -> str | None:
         # Step 6: the recovery and the torn line it describes.

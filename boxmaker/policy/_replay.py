@@ -1,0 +1,182 @@
+"""Re-deciding recorded calls (`bxctl grants replay`, 07-bxctl): pure, no I/O.
+
+`Redecider` runs the one `decide` of this package for a recorded call at the
+taint of its decision record, with a grant state and the protected paths.
+`decide` is pure, so a call with the same tool, arguments and taint always
+gets the same answer: a bounded cache keyed by those (the arguments as their
+stored canonical text) saves the work for the calls a history repeats.
+
+`ReplayTally` counts the was -> now matrix and picks the changed calls: a call
+changes when its outcome (`allowed`, `ask`, `denied:<code>`) changes; the
+grant is shown beside it.  A change *widens* when a call that was denied or
+asked would now be allowed (then `replay` exits 1).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+import attrs
+
+from ..proto._escape import escape_line
+from ..proto._history import HistoryCall
+from ..proto._json import dumps
+from ..proto._taint import Label, Taint
+from ._decide import decide
+from ._decision import Ask, Decision, ProtectedPaths, ToolCall
+from ._model import GrantState
+
+CACHE_SIZE: Final = 65_536
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class Redecided:
+    """The outcome a grant state gives a recorded call now."""
+
+    outcome: str
+    grant: str | None
+    label: Label | None
+    """D8's result label (None when no allow/ask grant applies)."""
+    untrusted: bool | None
+    matched: tuple[str, ...]
+
+
+def outcome_of(result: Decision | Ask) -> str:
+    """`allowed`, `ask` or `denied:<code>`."""
+    if isinstance(result, Ask):
+        return "ask"
+    if result.allowed:
+        return "allowed"
+    return f"denied:{result.code}"
+
+
+def redecided_of(result: Decision | Ask) -> Redecided:
+    return Redecided(outcome=outcome_of(result), grant=result.grant, label=result.label,
+                     untrusted=result.untrusted, matched=result.matched)
+
+
+class Redecider:
+    """`decide` for recorded calls, with a bounded cache."""
+
+    def __init__(self, grants: GrantState, protected: ProtectedPaths,
+                 cache_size: int = CACHE_SIZE) -> None:
+        self.grants = grants
+        self.protected = protected
+        self._cache: dict[tuple[str, str, Any], Redecided] = {}
+        self._cache_size = cache_size
+
+    def __call__(self, call: HistoryCall) -> Redecided:
+        return self.decide(call.tool, call.args_text, call.state)
+
+    def decide(self, tool: str, args_text: str, state: Taint) -> Redecided:
+        """A call given as its tool, its arguments' stored text and its taint."""
+        key = (tool, args_text, state)
+        cache = self._cache
+        found = cache.get(key)
+        if found is not None:
+            return found
+        args = json.loads(args_text)
+        result = decide(ToolCall(tool=tool, args=args), state, self.grants, self.protected)
+        found = redecided_of(result)
+        if len(cache) >= self._cache_size:
+            cache.clear()
+        cache[key] = found
+        return found
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class Change:
+    call: HistoryCall
+    now: Redecided
+
+    @property
+    def widens(self) -> bool:
+        return widens(self.call.outcome, self.now.outcome)
+
+
+def widens(was: str, now: str) -> bool:
+    """Denied or asked before, allowed now."""
+    return now == "allowed" and was != "allowed"
+
+
+class ReplayTally:
+    """The was -> now matrix and the count of widening changes."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.changes = 0
+        self.widening = 0
+        self.matrix: dict[str, dict[str, int]] = {}
+
+    def add(self, call: HistoryCall, now: Redecided) -> Change | None:
+        self.calls += 1
+        row = self.matrix.get(call.outcome)
+        if row is None:
+            row = self.matrix[call.outcome] = {}
+        row[now.outcome] = row.get(now.outcome, 0) + 1
+        if now.outcome == call.outcome:
+            return None
+        self.changes += 1
+        change = Change(call=call, now=now)
+        if change.widens:
+            self.widening += 1
+        return change
+
+    def matrix_json(self) -> dict[str, dict[str, int]]:
+        """Sorted by outcome, for a stable document."""
+        return {was: dict(sorted(row.items())) for was, row in sorted(self.matrix.items())}
+
+    def matrix_lines(self) -> list[str]:
+        rows = [(was, now, count) for was, row in self.matrix_json().items()
+                for now, count in row.items()]
+        width = max((len(was) for was, _, _ in rows), default=0)
+        return [f"  {was:<{width}} -> {now}: {count}" for was, now, count in rows]
+
+
+def change_json(change: Change) -> dict[str, Any]:
+    """One entry of `changes` (07-bxctl): the arguments as stored."""
+    call = change.call
+    return {
+        "call": call.seq,
+        "ts": call.ts,
+        "session": call.session,
+        "tool": call.tool,
+        "args": call.args(),
+        "was": {"outcome": call.outcome, "grant": call.grant},
+        "now": {"outcome": change.now.outcome, "grant": change.now.grant},
+    }
+
+
+def _side(outcome: str, grant: str | None) -> str:
+    return outcome if grant is None else f"{outcome} ({grant})"
+
+
+def call_words(call: HistoryCall) -> str:
+    """`call SEQ TS SESSION TOOL ARGS`, every part escaped (one line).
+
+    The arguments are shown as JSON with their text as text, so that what the
+    model wrote is seen, with every hidden code point escaped (07-bxctl)."""
+    return (f"call {call.seq} {call.ts} {escape_line(call.session)} {escape_line(call.tool)} "
+            f"{shown_json(call.args())}")
+
+
+def shown_json(value: Any) -> str:
+    """JSON for a person: strings escaped as 07-bxctl says (so ESC is ``\\u{001B}``, a
+    newline ``\\n``, a backslash ``\\\\``), a quote as ``\\"``; one line."""
+    if isinstance(value, str):
+        return '"' + escape_line(value).replace('"', '\\"') + '"'
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{shown_json(k)}:{shown_json(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(shown_json(item) for item in value) + "]"
+    return dumps(value)
+
+
+def change_line(change: Change) -> str:
+    """One escaped line for a person."""
+    call = change.call
+    mark = "WIDENS" if change.widens else "changed"
+    return (f"{mark}: {call_words(call)}: "
+            f"{escape_line(_side(call.outcome, call.grant))} -> "
+            f"{escape_line(_side(change.now.outcome, change.now.grant))}")
