@@ -337,6 +337,16 @@ def test_a_hard_link_to_another_uids_file_cannot_even_be_made(box: Path) -> None
     assert done.returncode != 0 and not (theirs / "cfg").exists(), done
 
 
+def test_a_file_with_other_hard_links_is_not_written(box: Path) -> None:
+    """The owner hard-linked brokerd.toml into the notes: a write would reach it."""
+    (box / "notes").mkdir()
+    os.link(box / "home" / "brokerd.toml", box / "notes" / "cfg")
+    with pytest.raises(UnsafeTarget, match="2 hard links"):
+        plan(box, "write_file", box / "notes" / "cfg", box / "notes", mode="replace")
+    with pytest.raises(UnsafeTarget, match="2 hard links"):
+        plan(box, "write_file", box / "notes" / "cfg", box / "notes", mode="append")
+
+
 # -- what cannot be mounted ---------------------------------------------------------
 
 

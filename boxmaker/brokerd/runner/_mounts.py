@@ -228,6 +228,12 @@ def _plan(
             target_id: tuple[int, int] | None = (below.st.st_dev, below.st.st_ino)
             is_file = stat.S_ISREG(below.st.st_mode)
             rw = writable and is_file and mode in ("replace", "append")
+            if rw and below.st.st_nlink > 1:
+                # Written through every name: one of them may be inside a
+                # protected root, where no walk of this path can look.
+                raise UnsafeTarget(
+                    f"{path}: the file has {below.st.st_nlink} hard links; it is not written"
+                )
             if stat.S_ISDIR(below.st.st_mode):
                 rw = False
             return _mount_plan(walker, below, inside, rw, target_id, tool, deny_paths, masks)
