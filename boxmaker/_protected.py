@@ -147,7 +147,8 @@ def podman_info_paths(info: Any) -> tuple[list[str], list[str]]:
         return stores, binaries
     store = info.get("store")
     if isinstance(store, dict):
-        for key in ("graphRoot", "runRoot", "volumePath", "imageCopyTmpDir"):
+        # Not imageCopyTmpDir: a shared temporary directory (/var/tmp), not podman's own.
+        for key in ("graphRoot", "runRoot", "volumePath", "configFile"):
             value = store.get(key)
             if isinstance(value, str):
                 stores.append(value)
@@ -157,6 +158,8 @@ def podman_info_paths(info: Any) -> tuple[list[str], list[str]]:
         options = store.get("graphOptions")
         if isinstance(options, dict):
             for key, value in options.items():
+                if isinstance(value, dict) and isinstance(value.get("Executable"), str):
+                    binaries.append(value["Executable"])  # overlay.mount_program
                 if "imagestore" not in str(key).lower():
                     continue
                 items = value if isinstance(value, list) else [value]

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 import attrs
 
 from ..._protected import ProtectedSet, Root
-from ._mountinfo import MOUNTINFO, fs_below, fs_location, read_mountinfo
+from ._mountinfo import fs_below, fs_location, read_mountinfo
 
 SYMLINK_MESSAGE = "symbolic link in path"
 _MAX_LINKS = 40
@@ -112,7 +112,9 @@ class HostWalker:
         """
         loc = fs_location(read_mountinfo(), real, st.st_dev)
         if loc is None:
-            raise UnsafeTarget(f"{spelled}: its mount cannot be found in {MOUNTINFO}")
+            # Not relatable (another device than its mount says): the real
+            # path and identity checks of the walk still hold.
+            return []
         device, fs_path = loc
         inside: list[tuple[Root, str]] = []
         for root, root_device, root_path in self._locations:

@@ -78,19 +78,20 @@ def fs_location(
 ) -> tuple[tuple[int, int], str] | None:
     """(device, path inside the file system) of the real path `real`, or None.
 
-    The mount is the last one (the one on top) whose mount point holds `real`
-    and whose device is `st_dev`'s.
+    The mount is the one on top (the deepest mount point holding `real`, the
+    last of equals).  None when its device is not `st_dev`'s: the numbers
+    cannot be related (a btrfs subvolume inside a mount has its own st_dev).
     """
     device = (os.major(st_dev), os.minor(st_dev))
     best: tuple[int, MountEntry, str] | None = None
     for entry in entries:
         rel = _below(real, entry.mount_point)
-        if rel is None or entry.device != device:
+        if rel is None:
             continue
         depth = len(entry.mount_point)
         if best is None or depth >= best[0]:
             best = (depth, entry, rel)
-    if best is None:
+    if best is None or best[1].device != device:
         return None
     _, entry, rel = best
     root = entry.root.rstrip("/")
