@@ -260,6 +260,9 @@ async def _serve_with_log(
         else:
             log.warning("the grant set has %d problems; every call is denied. "
                         "See docs/runbook.md#grants-invalid", len(grants.report.problems))
+    problem = runner_settings_problem(config)
+    if problem is not None:  # before `podman info`: a bad setting fails at once
+        raise StartFailed(f"the [runner] settings are not valid: {problem}")
     protected = await trio.to_thread.run_sync(compute_protected, config)
     if protected.missing:
         log.warning("protected roots missing: %s; no file tool runs",

@@ -123,9 +123,8 @@ class PodmanRuntime:
         if protected is None:
             # Tests and tools that make a runtime of their own: brokerd passes
             # the set it computed once (boxmaker._protected.protected_set).
-            protected = protected_set(
-                [os.fspath(home)], podman=settings.podman, oci_runtime=settings.oci_runtime
-            )
+            # Without `podman info` (no store paths): brokerd always passes its set.
+            protected = protected_set([os.fspath(home)], podman=None)
         self.protected = protected
         self._walker = HostWalker(self._uid, protected)
         self.check_result = PodmanCheck(
