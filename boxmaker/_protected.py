@@ -32,7 +32,8 @@ from typing import Any
 
 import attrs
 
-PODMAN_INFO_TIMEOUT_S = 30.0
+PODMAN_INFO_TIMEOUT_S = 60.0
+"""As long as the runner's own start-up check waits for it."""
 _MAX_INFO_BYTES = 4 * 1024 * 1024
 
 
@@ -69,6 +70,8 @@ class EnvFacts:
     """podman, the OCI runtime and conmon, as found."""
     podman_paths: tuple[str, ...] = ()
     """From ``podman info``: graphRoot, runRoot, volumePath, additional image stores."""
+    podman_unknown: bool = False
+    """podman is used but ``podman info`` could not be read: its store is unknown."""
 
 
 def _norm(path: str) -> str | None:
@@ -219,8 +222,11 @@ def gather_facts(*, podman: str | None, oci_runtime: str | None) -> EnvFacts:
     package_dir = os.path.dirname(os.path.abspath(__file__))
     binaries = [b for b in (_which(podman), _which(oci_runtime)) if b]
     podman_paths: list[str] = []
+    unknown = False
     if podman is not None:
-        stores, found = podman_info_paths(podman_info(podman))
+        info = podman_info(podman)
+        unknown = info is None
+        stores, found = podman_info_paths(info)
         podman_paths += stores
         binaries += found
     return EnvFacts(
@@ -235,6 +241,7 @@ def gather_facts(*, podman: str | None, oci_runtime: str | None) -> EnvFacts:
         uid=os.geteuid(),
         binaries=tuple(binaries),
         podman_paths=tuple(podman_paths),
+        podman_unknown=unknown,
     )
 
 
@@ -265,6 +272,8 @@ class ProtectedSet:
     roots: tuple[Root, ...]
     missing: tuple[str, ...]
     """Required roots that did not exist: no file tool runs while one is missing."""
+    unknown: tuple[str, ...] = ()
+    """Roots that could not be found out (podman info failed): no file tool runs."""
 
     def covering(self, real: str) -> Root | None:
         """The root whose real path `real` equals or lies below."""
@@ -287,7 +296,7 @@ class ProtectedSet:
         return [r for r in self.roots if r.real.startswith(base)]
 
 
-def resolve_roots(found: Iterable[Candidate]) -> ProtectedSet:
+def resolve_roots(found: Iterable[Candidate], unknown: Sequence[str] = ()) -> ProtectedSet:
     """Every candidate's real path and identity (I/O: realpath and stat)."""
     spellings: list[str] = []
     roots: list[Root] = []
@@ -318,7 +327,12 @@ def resolve_roots(found: Iterable[Candidate]) -> ProtectedSet:
                 verify=cand.own,
             )
         )
-    return ProtectedSet(spellings=tuple(spellings), roots=tuple(roots), missing=tuple(missing))
+    return ProtectedSet(
+        spellings=tuple(spellings),
+        roots=tuple(roots),
+        missing=tuple(missing),
+        unknown=tuple(unknown),
+    )
 
 
 def protected_set(
@@ -335,4 +349,5 @@ def protected_set(
     runner (its ``podman info`` names the store), else None.
     """
     env = facts if facts is not None else gather_facts(podman=podman, oci_runtime=oci_runtime)
-    return resolve_roots(candidates(own, optional, env))
+    unknown = ["podman's storage (`podman info` could not be read)"] if env.podman_unknown else []
+    return resolve_roots(candidates(own, optional, env), unknown)

@@ -131,3 +131,14 @@ def test_the_one_function_includes_the_running_code() -> None:
     assert found.missing == ("/nonexistent-home-for-the-test",)
     assert os.path.realpath(sys.prefix) in found.spellings
     assert os.path.dirname(os.path.abspath(boxmaker.__file__)) in found.spellings
+
+
+def test_a_podman_that_does_not_answer_leaves_its_store_unknown(tmp_path: Path) -> None:
+    """Fail closed: the runner refuses file calls when podman's store is not known."""
+    broken = tmp_path / "podman"
+    broken.write_text("#!/bin/sh\nexit 125\n")
+    broken.chmod(0o755)
+    found = protected_set([str(tmp_path)], podman=str(broken))
+    assert found.unknown and "podman info" in found.unknown[0]
+    assert str(broken) in found.spellings  # the binary itself is still protected
+    assert protected_set([str(tmp_path)], podman=None).unknown == ()

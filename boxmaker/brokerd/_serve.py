@@ -264,9 +264,10 @@ async def _serve_with_log(
     if problem is not None:  # before `podman info`: a bad setting fails at once
         raise StartFailed(f"the [runner] settings are not valid: {problem}")
     protected = await trio.to_thread.run_sync(compute_protected, config)
-    if protected.missing:
-        log.warning("protected roots missing: %s; no file tool runs",
-                    ", ".join(protected.missing))
+    if protected.missing or protected.unknown:
+        log.warning("protected roots missing or unknown: %s; no file tool runs. "
+                    "See docs/runbook.md#runner-unavailable",
+                    ", ".join([*protected.missing, *protected.unknown]))
     runtime = await make_runtime(config, protected)
     if not runtime.ok:
         log.warning("runner %s: %s; allowed calls answer runner_unavailable. "

@@ -356,6 +356,18 @@ def test_a_missing_protected_root_stops_every_file_call(box: Path) -> None:
         plan(box, "read_file", box / "notes", box / "notes", protected=[box / "gone"])
 
 
+def test_an_unknown_podman_store_stops_every_file_call(box: Path) -> None:
+    import attrs
+
+    (box / "notes").mkdir()
+    found = resolve_roots([Candidate(path=str(box / "home"), required=True, own=True)])
+    walker = HostWalker(os.geteuid(), attrs.evolve(found, unknown=("podman's storage",)))
+    with pytest.raises(UnsafeTarget, match="podman's storage: not known"):
+        plan_file_call(walker, tool="list_dir", path=str(box / "notes"),
+                       grant_path=str(box / "notes"), mode=None, deny_paths=(),
+                       masks=MaskSources(directory="/x", file="/y"))
+
+
 def test_a_replaced_protected_root_stops_every_file_call(box: Path) -> None:
     (box / "notes").mkdir()
     roots = [box / "home"]

@@ -132,6 +132,11 @@ class HostWalker:
 
     def check_roots(self) -> None:
         """Every required protected root is still there, the same object."""
+        if self.protected.unknown:
+            raise UnsafeTarget(
+                f"{self.protected.unknown[0]}: not known, so not protected; no file tool "
+                "runs until brokerd restarts with podman answering"
+            )
         if self.protected.missing:
             missing = self.protected.missing[0]
             raise UnsafeTarget(
