@@ -25,6 +25,7 @@ import trio
 
 from .._streams import receive_frame, send_frame
 from .._unix import PeerCred
+from ..policy._model import GrantState
 from ..proto._convert import U64, JsonObject
 from ..proto._errors import DecodeError, FrameError
 from ..proto._framing import FrameDecoder
@@ -176,7 +177,7 @@ async def _handle_call(stream: trio.abc.Stream, peer: PeerCred, daemon: Daemon,
         assert isinstance(answer.decision, Ruling)
         ruling = answer.decision
     await _run_and_settle(stream, rid, daemon, call_id=decided.call_id, session=call.session,
-                          tool=call.tool, args=call.args, ruling=ruling)
+                          tool=call.tool, args=call.args, ruling=ruling, grants=grants)
 
 
 async def _wait_for_owner(stream: trio.abc.Stream, rid: int, daemon: Daemon,
@@ -236,9 +237,10 @@ async def _withdraw(daemon: Daemon, entry: PendingApproval) -> bool:
 
 
 async def _run_and_settle(stream: trio.abc.Stream, rid: int, daemon: Daemon, *, call_id: int,
-                          session: str, tool: str, args: dict[str, Any], ruling: Ruling) -> None:
+                          session: str, tool: str, args: dict[str, Any], ruling: Ruling,
+                          grants: GrantState | None = None) -> None:
     spec = daemon.link.run_spec(call_id=call_id, session=session, tool=tool, args=args,
-                                ruling=ruling)
+                                ruling=ruling, grants=grants)
     # Running tools finish within their limits even when brokerd is stopping.
     with trio.CancelScope(shield=True):
         try:

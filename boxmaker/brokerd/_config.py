@@ -126,6 +126,10 @@ class BrokerdConfig:
     ttl_ms: int
     protected: tuple[str, ...]
     """Every protected path (03-policy D2b): the configured ones and brokerd's own."""
+    own_protected: tuple[str, ...]
+    """brokerd's own directories (home first): the `own` of `boxmaker._protected`."""
+    policy_protected: tuple[str, ...]
+    """`[policy] protected` (or its default): protected when they exist."""
     runner: RunnerTable
     fsync: bool
     source: Path | None
@@ -250,6 +254,7 @@ def _resolve(raw: BrokerdFile, source: Path | None, *, own_uid: int | None) -> B
     for path in [*configured, *(str(p) for p in own)]:
         if path not in protected and path != "/":
             protected.append(path)
+    own_protected = tuple(dict.fromkeys(str(p) for p in own))
     return BrokerdConfig(
         checkpoints=resolve_checkpoints(raw.checkpoints, home),
         home=home,
@@ -263,6 +268,8 @@ def _resolve(raw: BrokerdFile, source: Path | None, *, own_uid: int | None) -> B
         own_uid=uid,
         ttl_ms=raw.approvals.ttl_ms,
         protected=tuple(protected),
+        own_protected=own_protected,
+        policy_protected=tuple(configured),
         runner=raw.runner,
         fsync=raw.audit.fsync,
         source=source,

@@ -14,7 +14,8 @@ import attrs
 
 from ..policy._decide import decide, redecide
 from ..policy._decision import Ask, Decision, ProtectedPaths, ToolCall
-from ..policy._model import GrantState
+from ..policy._model import GrantSet, GrantState
+from ..proto._args import FILE_TOOLS
 from ..proto._taint import Taint
 from ._ledger import Ruling
 from .runner._spec import RunSpec, build_run_spec
@@ -51,7 +52,7 @@ class PolicyLink:
         return ruling_of(redecide(ask, taint, grants, self.protected))
 
     def run_spec(self, *, call_id: int, session: str, tool: str, args: dict[str, Any],
-                 ruling: Ruling) -> RunSpec:
+                 ruling: Ruling, grants: GrantState | None = None) -> RunSpec:
         decision = ruling.decision
         if not isinstance(decision, Decision) or not decision.allowed:  # pragma: no cover
             raise TypeError("a RunSpec is built only from an allowed Decision")
@@ -61,4 +62,19 @@ class PolicyLink:
             grant=decision.grant, grant_entry=decision.grant_entry,
             private_network=decision.private_network,
             label=decision.label or "public", untrusted=bool(decision.untrusted),
+            deny_paths=deny_paths(grants, tool),
         )
+
+
+def deny_paths(grants: GrantState | None, tool: str) -> tuple[str, ...]:
+    """The paths the runner masks inside a directory mount (issue 10): the `deny`
+    grants of the same tool, and for write_file (a read-write mount) those of
+    every file tool."""
+    if not isinstance(grants, GrantSet) or tool not in FILE_TOOLS:
+        return ()
+    tools = FILE_TOOLS if tool == "write_file" else (tool,)
+    out: list[str] = []
+    for grant in grants.grants:
+        if grant.mode == "deny" and grant.tool in tools:
+            out += [p for p in grant.paths if p not in out]
+    return tuple(out)

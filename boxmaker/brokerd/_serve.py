@@ -24,6 +24,7 @@ import attrs
 import trio
 
 from .. import __version__
+from .._protected import ProtectedSet, protected_set
 from .._sd import ActivationError, listen_fds, notify, unix_listener
 from .._unix import (
     ListenerLost,
@@ -113,7 +114,15 @@ def runner_settings_problem(config: BrokerdConfig) -> str | None:
     return None
 
 
-async def make_runtime(config: BrokerdConfig) -> Any:
+def compute_protected(config: BrokerdConfig) -> ProtectedSet:
+    """brokerd's protected roots (03-policy D2b, issue 10): THE shared function,
+    fed with brokerd's paths (blocking: realpath, stat and `podman info`)."""
+    podman = config.runner.podman if config.runner.kind == "podman" else None
+    return protected_set(config.own_protected, config.policy_protected, podman=podman,
+                         oci_runtime=config.runner.oci_runtime if podman else None)
+
+
+async def make_runtime(config: BrokerdConfig, protected: ProtectedSet | None = None) -> Any:
     """The configured runtime, checked (podman: podman runs, the image is there, limits hold).
 
     Raises StartFailed for podman settings that are not valid.
@@ -128,7 +137,9 @@ async def make_runtime(config: BrokerdConfig) -> Any:
             settings = podman_settings(config)
         except ValueError as exc:
             raise StartFailed(f"the [runner] settings are not valid: {exc}") from exc
-        runtime = PodmanRuntime(settings, config.home)
+        if protected is None:
+            protected = await trio.to_thread.run_sync(compute_protected, config)
+        runtime = PodmanRuntime(settings, config.home, protected=protected)
         await runtime.start()
         return runtime
     return RefusingRuntime()
@@ -255,7 +266,15 @@ async def _serve_with_log(
         else:
             log.warning("the grant set has %d problems; every call is denied. "
                         "See docs/runbook.md#grants-invalid", len(grants.report.problems))
-    runtime = await make_runtime(config)
+    problem = runner_settings_problem(config)
+    if problem is not None:  # before `podman info`: a bad setting fails at once
+        raise StartFailed(f"the [runner] settings are not valid: {problem}")
+    protected = await trio.to_thread.run_sync(compute_protected, config)
+    if protected.missing or protected.unknown:
+        log.warning("protected roots missing or unknown: %s; no file tool runs. "
+                    "See docs/runbook.md#runner-unavailable",
+                    ", ".join([*protected.missing, *protected.unknown]))
+    runtime = await make_runtime(config, protected)
     if not runtime.ok:
         log.warning("runner %s: %s; allowed calls answer runner_unavailable. "
                     "See docs/runbook.md#runner-unavailable", runtime.kind, runtime.reason)
@@ -275,7 +294,7 @@ async def _serve_with_log(
         log.warning("%s", dropped)
         warnings.append(dropped)
     daemon = Daemon(config=config, ledger=ledger, watcher=watcher, runtime=runtime,
-                    link=PolicyLink.of(config.protected), version=__version__,
+                    link=PolicyLink.of(protected.spellings), version=__version__,
                     warnings=warnings, passkeys=passkeys, checkpoints=checkpoints)
     try:
         broker_std, admin_std = _take_sockets(config)

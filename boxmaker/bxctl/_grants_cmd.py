@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 import click
 
 from .._paths import boxmaker_home, default_socket, under
+from .._protected import protected_set
 from ..policy._decide import decide
 from ..policy._decision import ProtectedPaths, ToolCall
 from ..policy._explain import explain_document, explain_lines, report_lines
@@ -109,7 +110,19 @@ def _table(document: dict[str, Any], key: str) -> dict[str, Any]:
 
 
 def brokerd_protected_paths(config_path: Path | None) -> list[str]:
-    """brokerd's protected paths: its own directories plus `[policy] protected`."""
+    """brokerd's protected paths, as its `decide` gets them (issue 10): the one
+    function `boxmaker._protected.protected_set`, fed with brokerd's own
+    directories, `[policy] protected` and its [runner] podman."""
+    own, extra, podman, oci_runtime = _brokerd_paths(config_path)
+    found = protected_set(own, extra, podman=podman, oci_runtime=oci_runtime)
+    return list(found.spellings)
+
+
+def _brokerd_paths(
+    config_path: Path | None,
+) -> tuple[list[str], list[str], str | None, str | None]:
+    """brokerd's own directories (home first), `[policy] protected`, and the podman
+    and OCI runtime of its [runner] (None when it does not use podman)."""
     explicit = config_path is not None
     source = config_path if config_path is not None else boxmaker_home() / "brokerd.toml"
     document: dict[str, Any] = {}
@@ -153,12 +166,15 @@ def brokerd_protected_paths(config_path: Path | None) -> list[str]:
             if type(item) is not str or item == "" or "\0" in item:
                 raise _BrokerdConfigError("policy.protected: not a path")
             extra.append(under(home, item))
-    out: list[str] = []
-    for path in [*extra, *own]:
-        text = os.path.abspath(path)
-        if text != "/" and text not in out:
-            out.append(text)
-    return out
+    runner = _table(document, "runner")
+    podman: str | None = None
+    oci_runtime: str | None = None
+    if runner.get("kind") == "podman":
+        podman = _string(runner, "podman", "runner.") or "/usr/bin/podman"
+        oci_runtime = _string(runner, "oci_runtime", "runner.")
+    own_paths = [os.path.abspath(p) for p in own]
+    extra_paths = [os.path.abspath(p) for p in extra]
+    return own_paths, extra_paths, podman, oci_runtime
 
 
 @grants.command("explain")

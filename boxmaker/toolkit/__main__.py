@@ -9,6 +9,7 @@ from typing import Any
 from ._answer import encode_answer, error
 from ._errors import ToolError
 from ._tools import list_dir, read_file, write_file
+from ._walk import Checked
 
 TOOLS = ("read_file", "list_dir", "write_file", "http_fetch")
 # The request on stdin: arguments (write_file content is at most 1 MiB, which
@@ -17,15 +18,15 @@ MAX_REQUEST_BYTES = 8 * 1024 * 1024
 DEFAULT_OUTPUT_MAX_BYTES = 2 * 1024 * 1024
 
 
-def _parse_request(raw: bytes) -> tuple[dict[str, Any], int, str | None]:
+def _parse_request(raw: bytes) -> tuple[dict[str, Any], int, str | None, Checked | None]:
     if len(raw) > MAX_REQUEST_BYTES:
         raise ToolError("bad_request", "the request is too large")
     try:
         request = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise ToolError("bad_request", "the request is not a JSON object") from exc
-    if not isinstance(request, dict) or set(request) - {"args", "limits", "egress"}:
-        raise ToolError("bad_request", "the request must be {args, limits, egress}")
+    if not isinstance(request, dict) or set(request) - {"args", "limits", "egress", "checked"}:
+        raise ToolError("bad_request", "the request must be {args, limits, egress, checked}")
     args = request.get("args")
     if not isinstance(args, dict):
         raise ToolError("bad_request", "args must be an object")
@@ -41,20 +42,24 @@ def _parse_request(raw: bytes) -> tuple[dict[str, Any], int, str | None]:
         sock = egress.get("socket") if isinstance(egress, dict) else None
         if not isinstance(sock, str):
             raise ToolError("bad_request", "egress.socket must be a string")
-    return args, cap, sock
+    checked = Checked.parse(request["checked"]) if "checked" in request else None
+    return args, cap, sock, checked
 
 
 def run(tool: str, raw_request: bytes) -> bytes:
     """The answer (encoded) to one request; never raises a ToolError."""
     cap = DEFAULT_OUTPUT_MAX_BYTES
     try:
-        args, cap, egress_socket = _parse_request(raw_request)
+        args, cap, egress_socket, checked = _parse_request(raw_request)
+        if checked is not None:
+            # Before anything is read or written: the mount is what brokerd checked.
+            checked.verify_root()
         if tool == "read_file":
-            return read_file(args, cap)
+            return read_file(args, cap, checked)
         if tool == "list_dir":
-            return list_dir(args, cap)
+            return list_dir(args, cap, checked)
         if tool == "write_file":
-            return write_file(args, cap)
+            return write_file(args, cap, checked)
         if tool == "http_fetch":
             # Imported here: ssl and h11 cost start-up time the file tools do not need.
             from ._fetch import http_fetch

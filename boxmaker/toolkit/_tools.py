@@ -10,7 +10,7 @@ from typing import Any
 
 from ._answer import Encoding, encode_answer, fit_content, fit_items, ok
 from ._errors import ToolError
-from ._walk import open_last, open_parent, open_path, os_error
+from ._walk import Checked, open_last, open_parent, open_path, os_error
 
 MAX_WRITE_BYTES = 1024 * 1024
 # The smallest list_dir entry encodes to more than this many bytes, so no more
@@ -32,12 +32,14 @@ def _read_at_most(fd: int, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def read_file(args: dict[str, Any], cap: int) -> bytes:
+def read_file(args: dict[str, Any], cap: int, checked: Checked | None = None) -> bytes:
     path = _str_arg(args, "path")
     _only(args, {"path"})
     # O_NONBLOCK: a FIFO or device must not block the open; it is refused below.
     fd = open_path(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
+        if checked is not None:
+            checked.verify_target(fd)
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
@@ -72,10 +74,16 @@ def _kind(mode: int) -> str:
     return "other"
 
 
-def list_dir(args: dict[str, Any], cap: int) -> bytes:
+def list_dir(args: dict[str, Any], cap: int, checked: Checked | None = None) -> bytes:
     path = _str_arg(args, "path")
     _only(args, {"path"})
     fd = open_path(path, os.O_RDONLY | os.O_DIRECTORY)
+    if checked is not None:
+        try:
+            checked.verify_target(fd)
+        except BaseException:
+            os.close(fd)
+            raise
     # Entries are sorted by name before the cut, so a truncated listing is
     # the first names in byte order; only those that can fit are stat'ed.
     limit = cap // _MIN_ENTRY_BYTES + 1
@@ -133,7 +141,7 @@ _WRITE_FLAGS = {
 }
 
 
-def write_file(args: dict[str, Any], cap: int) -> bytes:
+def write_file(args: dict[str, Any], cap: int, checked: Checked | None = None) -> bytes:
     path = _str_arg(args, "path")
     content = _str_arg(args, "content")
     mode = _str_arg(args, "mode")
@@ -145,11 +153,19 @@ def write_file(args: dict[str, Any], cap: int) -> bytes:
         raise ToolError("too_large", f"content is larger than {MAX_WRITE_BYTES} bytes")
     parent, name = open_parent(path)
     try:
+        if checked is not None:
+            checked.verify_parent(parent, path)
         # Non-blocking open: a FIFO without a reader fails instead of hanging.
         # O_TRUNC happens only after the type check below for existing files.
         flags = _WRITE_FLAGS[mode] & ~os.O_TRUNC
+        if checked is not None and checked.created:
+            # brokerd created the empty file itself (a file grant): open it as
+            # it is; the identity check below makes sure it is that file.
+            flags &= ~(os.O_CREAT | os.O_EXCL)
         fd = open_last(parent, name, flags | os.O_NONBLOCK)
         try:
+            if checked is not None:
+                checked.verify_target(fd)
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise ToolError("not_a_file", "the path is not a regular file")
             os.set_blocking(fd, True)

@@ -95,3 +95,85 @@ def open_path(path: str, flags: int, mode: int = 0o644) -> int:
         return open_last(parent, name, flags, mode)
     finally:
         os.close(parent)
+
+
+# -- mount what was checked (issue 10) ---------------------------------------------
+
+
+class Checked:
+    """What brokerd checked on the host: the mount root's and the target's identity.
+
+    After its own O_NOFOLLOW walk and before any read or write the toolkit
+    compares them with what it opened; any difference is ``mount_mismatch``
+    (the host path was swapped between brokerd's walk and podman's mount).
+    """
+
+    def __init__(
+        self,
+        root_path: str,
+        root_id: tuple[int, int],
+        target_id: tuple[int, int] | None,
+        created: bool,
+    ) -> None:
+        self.root_path = root_path
+        self.root_id = root_id
+        self.target_id = target_id
+        self.created = created
+
+    @classmethod
+    def parse(cls, value: object) -> Checked:
+        if not isinstance(value, dict) or set(value) != {"root", "target", "created"}:
+            raise ToolError("bad_request", "checked must be {root, target, created}")
+        root = value["root"]
+        if not isinstance(root, dict) or set(root) != {"path", "dev", "ino"}:
+            raise ToolError("bad_request", "checked.root must be {path, dev, ino}")
+        if not isinstance(root["path"], str):
+            raise ToolError("bad_request", "checked.root.path must be a string")
+        target = value["target"]
+        if target is not None and (not isinstance(target, dict) or set(target) != {"dev", "ino"}):
+            raise ToolError("bad_request", "checked.target must be {dev, ino} or null")
+        created = value["created"]
+        if not isinstance(created, bool):
+            raise ToolError("bad_request", "checked.created must be a boolean")
+        return cls(
+            root["path"],
+            (_number(root["dev"]), _number(root["ino"])),
+            None if target is None else (_number(target["dev"]), _number(target["ino"])),
+            created,
+        )
+
+    def verify_root(self) -> None:
+        """Open the mount root (O_NOFOLLOW walk) and compare it."""
+        parent, name = open_parent(self.root_path)
+        try:
+            fd = open_last(parent, name, os.O_PATH)
+        finally:
+            os.close(parent)
+        try:
+            _same(fd, self.root_id, "the mount root")
+        finally:
+            os.close(fd)
+
+    def verify_target(self, fd: int) -> None:
+        """Compare the opened target (when brokerd saw one)."""
+        if self.target_id is not None:
+            _same(fd, self.target_id, "the target")
+
+    def verify_parent(self, fd: int, path: str) -> None:
+        """For a new file: its directory is the mount root brokerd checked."""
+        if self.target_id is None and os.path.dirname(path) == self.root_path:
+            _same(fd, self.root_id, "the directory")
+
+
+def _number(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ToolError("bad_request", "checked: dev and ino must be non-negative integers")
+    return value
+
+
+def _same(fd: int, expected: tuple[int, int], what: str) -> None:
+    st = os.fstat(fd)
+    if (st.st_dev, st.st_ino) != expected:
+        raise ToolError(
+            "mount_mismatch", f"{what} is not the object brokerd checked (the path was swapped)"
+        )

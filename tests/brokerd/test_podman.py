@@ -41,15 +41,42 @@ SETTINGS = PodmanSettings(
 HOME = Path("/var/lib/boxmaker")
 GRANT = "/home/me/notes"
 
+FILE = f"{GRANT}/todo.txt"
+HOME_MASK = Mount(
+    source="/run/user/1000/boxmaker/runner-7515ea5e/empty-1a2b3c4d/dir",
+    destination=f"{GRANT}/.boxmaker",
+    read_only=True,
+)
+KEY_MASK = Mount(
+    source="/run/user/1000/boxmaker/runner-7515ea5e/empty-1a2b3c4d/empty",
+    destination=f"{GRANT}/key.pem",
+    read_only=True,
+)
+
+# The narrowest mounts (issue 10): the one file, the one directory (with what
+# no tool may see inside it masked), the file itself or its parent to write.
 GOLDEN_CASES: dict[str, tuple[str, list[Mount], bool]] = {
-    "read_file": ("read_file", [Mount(source=GRANT, destination=GRANT, read_only=True)], False),
-    "list_dir": ("list_dir", [Mount(source=GRANT, destination=GRANT, read_only=True)], False),
-    "write_file": ("write_file", [Mount(source=GRANT, destination=GRANT, read_only=False)], False),
+    "read_file": ("read_file", [Mount(source=FILE, destination=FILE, read_only=True)], False),
+    "list_dir": (
+        "list_dir",
+        [Mount(source=GRANT, destination=GRANT, read_only=True), HOME_MASK, KEY_MASK],
+        False,
+    ),
+    "write_file": (
+        "write_file",
+        [Mount(source=GRANT, destination=GRANT, read_only=False), HOME_MASK, KEY_MASK],
+        False,
+    ),
+    "write_file-replace": (
+        "write_file",
+        [Mount(source="/var/home/me/notes/todo.txt", destination=FILE, read_only=False)],
+        False,
+    ),
     "http_fetch": (
         "http_fetch",
         [
             Mount(
-                source="/tmp/boxmaker-7515ea5e-egress/42-00c0ffee",
+                source="/run/user/1000/boxmaker/runner-7515ea5e/egress-k2j9x_1q",
                 destination=EGRESS_MOUNT,
                 read_only=True,
             )
@@ -58,7 +85,7 @@ GOLDEN_CASES: dict[str, tuple[str, list[Mount], bool]] = {
     ),
     "read_file-rootless": (
         "read_file",
-        [Mount(source=GRANT, destination=GRANT, read_only=True)],
+        [Mount(source=FILE, destination=FILE, read_only=True)],
         True,
     ),
 }
@@ -153,6 +180,20 @@ def test_the_request_carries_args_limits_and_egress() -> None:
     }
 
 
+def test_the_request_carries_what_the_host_walk_checked() -> None:
+    checked = {"root": {"path": "/a", "dev": 2049, "ino": 7}, "target": None, "created": False}
+    assert json.loads(build_request({"path": "/a"}, 4096, None, checked))["checked"] == checked
+
+
+def test_a_mount_mismatch_is_an_unsafe_target_not_a_tool_failure() -> None:
+    outcome = parse_answer(
+        b'{"error":{"code":"mount_mismatch","message":"the target is not the object"}}'
+    )
+    assert outcome is not None and outcome.status == "unsafe_target"
+    assert outcome.output is None
+    assert outcome.message is not None and outcome.message.startswith("mount_mismatch")
+
+
 def test_answers_are_parsed_strictly() -> None:
     ok = parse_answer(b'{"ok":{"bytes_written":3}}')
     assert ok is not None and ok.status == "ok" and ok.output == {"bytes_written": 3}
@@ -207,8 +248,11 @@ def test_podman_never_runs_in_brokerds_own_directory(tmp_path: Path) -> None:
     """conmon writes an `oom` file into podman's working directory: keep it private."""
     from boxmaker.brokerd.runner._podman import PodmanRuntime
 
+    (tmp_path / "home").mkdir()
     runtime = PodmanRuntime(SETTINGS, tmp_path / "home",
-                            egress_root=tmp_path / "egress", trial_run=False)
-    work = runtime._private_work_dir()
-    assert work.parent == tmp_path and work != Path.cwd()
+                            scratch_root=tmp_path / "scratch", trial_run=False)
+    runtime.scratch.reset()
+    work = runtime.scratch.work_dir()
+    assert work.parent == tmp_path / "scratch" and work != Path.cwd()
     assert work.stat().st_mode & 0o777 == 0o700
+    assert (tmp_path / "scratch").stat().st_mode & 0o777 == 0o700

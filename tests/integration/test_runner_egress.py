@@ -76,7 +76,9 @@ def egress_root() -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="bx-eg-", dir="/tmp"))
     yield path
     root = path / "e"
-    left = list(root.iterdir()) if root.exists() else []
+    # The scratch directory keeps podman's cwd and the mask sources; no
+    # per-call egress directory may stay.
+    left = [p for p in root.iterdir() if p.name.startswith("egress-")] if root.exists() else []
     assert left == [], "a per-call egress directory was left behind"
     shutil.rmtree(path)
 
@@ -148,7 +150,7 @@ def fetch_spec(url: str, private_network: bool) -> RunSpec:
 
 async def runtime_for(settings: PodmanSettings, home: Path, egress_root: Path) -> PodmanRuntime:
     runtime = PodmanRuntime(
-        settings, home, resolver=resolver, egress_root=egress_root / "e", trial_run=False
+        settings, home, resolver=resolver, scratch_root=egress_root / "e", trial_run=False
     )
     with trio.fail_after(60):
         assert (await runtime.start()).ok

@@ -10,11 +10,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import secrets
 import shutil
-import stat
 import subprocess
-import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +20,7 @@ from typing import Any
 import attrs
 import trio
 
+from ..._protected import ProtectedSet, protected_set
 from ..._sd import child_environment
 from ...proto._escape import escape_text
 from ._egress import (
@@ -35,7 +33,8 @@ from ._egress import (
     system_resolver,
     vet_addresses,
 )
-from ._mounts import Mount, UnsafeTarget, check_host_path
+from ._host_walk import HostWalker
+from ._mounts import CallPlan, MaskSources, Mount, UnsafeTarget, plan_file_call
 from ._podman_argv import (
     EGRESS_MOUNT,
     EGRESS_SOCKET_NAME,
@@ -60,6 +59,7 @@ from ._podman_check import (
     podman_command,
     remove_leftovers,
 )
+from ._scratch import Scratch, default_scratch_root
 from ._spec import RunOutcome, RunSpec
 
 log = logging.getLogger("boxmaker.brokerd.runner.podman")
@@ -114,19 +114,26 @@ class PodmanRuntime:
         home: Path,
         *,
         resolver: Resolver | None = None,
-        egress_root: Path | None = None,
+        scratch_root: Path | None = None,
+        protected: ProtectedSet | None = None,
         trial_run: bool = True,
     ) -> None:
         self.settings = settings
         self.instance = instance_id(home)
         self._resolver: Resolver = resolver or system_resolver
-        self._egress_root = egress_root or Path(tempfile.gettempdir()) / (
-            f"boxmaker-{self.instance}-egress"
-        )
-        self._work_dir = self._egress_root.with_name(f"boxmaker-{self.instance}-work")
         self._trial_run = trial_run
         self._uid = os.getuid()
         self._gid = os.getgid()
+        self.scratch = Scratch(
+            scratch_root or default_scratch_root(home, self.instance), uid=self._uid
+        )
+        if protected is None:
+            # Tests and tools that make a runtime of their own: brokerd passes
+            # the set it computed once (boxmaker._protected.protected_set).
+            # Without `podman info` (no store paths): brokerd always passes its set.
+            protected = protected_set([os.fspath(home)], podman=None)
+        self.protected = protected
+        self._walker = HostWalker(self._uid, protected)
         self.check_result = PodmanCheck(
             ok=False,
             image=settings.image,
@@ -147,6 +154,14 @@ class PodmanRuntime:
 
     async def start(self) -> PodmanCheck:
         """The start-up check, then removal of leftover containers; returns the check."""
+        try:
+            self.scratch.reset()
+        except OSError as exc:
+            self.check_result = PodmanCheck(
+                ok=False, image=self.settings.image, reason=f"{exc}. {UNAVAILABLE}"
+            )
+            log.warning("runner unavailable: %s", exc)
+            return self.check_result
         trial = None
         if self._trial_run:
             probe = await check_podman(self.settings.podman, self.settings.image, None)
@@ -189,7 +204,8 @@ class PodmanRuntime:
         )
 
     async def aclose(self) -> None:
-        """At brokerd's stop, after the last call: end rootless podman's pause process.
+        """At brokerd's stop, after the last call: remove the scratch directory and end
+        rootless podman's pause process.
 
         Nothing else is kept between calls.  A rootless podman leaves a pause
         process (the holder of its user namespace) in brokerd's cgroup; under
@@ -197,6 +213,7 @@ class PodmanRuntime:
         ends in SIGKILL and a failed unit.  `podman system migrate` ends it (and
         would stop containers, but every call's container is gone by now).
         """
+        self.scratch.remove()
         if not self.check_result.rootless:
             return
         with trio.CancelScope(shield=True):
@@ -221,7 +238,7 @@ class PodmanRuntime:
         try:
             if spec.tool == "http_fetch":
                 return await self._run_fetch(spec)
-            mount = self._file_mount(spec)
+            plan = self._file_plan(spec)
         except UnsafeTarget as exc:
             return RunOutcome(status="unsafe_target", output=None, message=str(exc))
         except OSError as exc:
@@ -231,13 +248,26 @@ class PodmanRuntime:
                 output=None,
                 message=f"the call could not be set up ({exc.strerror or exc}). {UNAVAILABLE}",
             )
-        return await self._run_container(spec, [mount], None)
+        return await self._run_container(spec, list(plan.mounts), None, plan)
 
-    def _file_mount(self, spec: RunSpec) -> Mount:
+    def _file_plan(self, spec: RunSpec) -> CallPlan:
         path = spec.args.get("path")
         if not isinstance(path, str) or spec.grant_entry is None:
             raise UnsafeTarget("the call has no path or no grant path")
-        return check_host_path(spec.grant_entry, path, writable=spec.tool == "write_file")
+        mode = spec.args.get("mode")
+        return plan_file_call(
+            self._walker,
+            tool=spec.tool,
+            path=path,
+            grant_path=spec.grant_entry,
+            mode=mode if isinstance(mode, str) else None,
+            deny_paths=spec.deny_paths,
+            masks=self._mask_sources(),
+        )
+
+    def _mask_sources(self) -> MaskSources:
+        directory, file = self.scratch.mask_sources()
+        return MaskSources(directory=os.fspath(directory), file=os.fspath(file))
 
     async def _run_fetch(self, spec: RunSpec) -> RunOutcome:
         url = spec.args.get("url")
@@ -254,7 +284,7 @@ class PodmanRuntime:
         problem = vet_addresses(addresses, spec.private_network)
         if problem is not None:
             raise UnsafeTarget(f"{host} resolves to an address that may not be reached: {problem}")
-        call_dir = self._make_call_dir(spec.call_id)
+        call_dir = self.scratch.call_dir("egress-")
         try:
             listener = await open_unix_listener(call_dir / EGRESS_SOCKET_NAME)
             proxy = EgressProxy(Seal(host=host, port=port, addresses=tuple(addresses)))
@@ -270,32 +300,28 @@ class PodmanRuntime:
         finally:
             shutil.rmtree(call_dir, ignore_errors=True)
 
-    def _make_call_dir(self, call_id: int) -> Path:
-        root = self._egress_root
-        try:
-            root.mkdir(mode=0o700, exist_ok=True)
-            st = root.lstat()
-        except OSError as exc:
-            raise UnsafeTarget(f"the egress directory cannot be made ({exc.strerror})") from exc
-        if not stat.S_ISDIR(st.st_mode) or st.st_uid != self._uid or st.st_mode & 0o077:
-            raise UnsafeTarget("the egress directory is not a private directory of brokerd's")
-        call_dir = root / f"{call_id}-{secrets.token_hex(4)}"
-        call_dir.mkdir(mode=0o700)
-        return call_dir
-
     async def _run_container(
-        self, spec: RunSpec, mounts: list[Mount], egress_socket: str | None
+        self,
+        spec: RunSpec,
+        mounts: list[Mount],
+        egress_socket: str | None,
+        plan: CallPlan | None = None,
     ) -> RunOutcome:
         name = container_name(self.instance, spec.call_id)
         argv = self.argv(name=name, mounts=mounts, command=toolkit_command(spec.tool))
-        request = build_request(spec.args, self.settings.output_max_bytes, egress_socket)
+        request = build_request(
+            spec.args,
+            self.settings.output_max_bytes,
+            egress_socket,
+            plan.checked() if plan is not None else None,
+        )
         try:
             done = await self._execute(argv, name, request)
         except OSError as exc:
             return RunOutcome(
                 status="runner_unavailable",
                 output=None,
-                message=f"podman could not be started ({exc.strerror}). {UNAVAILABLE}",
+                message=f"podman could not be started ({exc.strerror or exc}). {UNAVAILABLE}",
             )
         if done.stderr:
             log.info(
@@ -329,7 +355,7 @@ class PodmanRuntime:
         cap = self.settings.output_max_bytes
         process = await trio.lowlevel.open_process(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            cwd=self._private_work_dir(), env=child_environment(),
+            cwd=self.scratch.work_dir(), env=child_environment(),
         )
         assert process.stdin and process.stdout and process.stderr
         stdout = b""
@@ -381,15 +407,6 @@ class PodmanRuntime:
                 for pipe in (process.stdin, process.stdout, process.stderr):
                     await pipe.aclose()
         return _Exit(process.returncode, stdout, stderr, too_large, timed_out)
-
-    def _private_work_dir(self) -> Path:
-        """podman's working directory: conmon drops files there (an `oom` marker
-        when the memory limit kills a tool), so never brokerd's own cwd."""
-        self._work_dir.mkdir(mode=0o700, exist_ok=True)
-        st = self._work_dir.lstat()
-        if not stat.S_ISDIR(st.st_mode) or st.st_uid != self._uid or st.st_mode & 0o077:
-            raise OSError(f"{self._work_dir} is not a private directory of brokerd's")
-        return self._work_dir
 
     async def _kill(self, name: str) -> None:
         """Kill and remove the container by name (shielded: it runs during cancellation)."""

@@ -33,6 +33,7 @@ EGRESS_SOCKET_NAME = "socks"
 # argument list name `python3` as 08-runner writes it.
 CONTAINER_PATH = "/usr/bin:/bin"
 KILL_GRACE_S = 2.0
+MOUNT_MISMATCH = "mount_mismatch"
 STDERR_KEEP_BYTES = 16 * 1024
 _MEMORY_RE = re.compile(r"[1-9][0-9]{0,12}[bkmg]?")
 _IMAGE_RE = re.compile(r"sha256:[0-9a-f]{64}")
@@ -165,11 +166,22 @@ def toolkit_command(tool: str) -> list[str]:
     return ["python3", "-m", "boxmaker.toolkit", tool]
 
 
-def build_request(args: dict[str, Any], output_max_bytes: int, egress_socket: str | None) -> bytes:
-    """The toolkit's stdin: ``{"args", "limits": {"output_max_bytes"}, "egress"?}``."""
+def build_request(
+    args: dict[str, Any],
+    output_max_bytes: int,
+    egress_socket: str | None,
+    checked: dict[str, Any] | None = None,
+) -> bytes:
+    """The toolkit's stdin: ``{"args", "limits": {"output_max_bytes"}, "egress"?, "checked"?}``.
+
+    `checked` (file tools): the mount root's and the target's ``(st_dev,
+    st_ino)`` as brokerd's host walk found them; the toolkit compares.
+    """
     request: dict[str, Any] = {"args": args, "limits": {"output_max_bytes": output_max_bytes}}
     if egress_socket is not None:
         request["egress"] = {"socket": egress_socket}
+    if checked is not None:
+        request["checked"] = checked
     return dumps(request).encode("utf-8")
 
 
@@ -189,6 +201,13 @@ def parse_answer(stdout: bytes) -> RunOutcome | None:
             and isinstance(err["code"], str)
             and isinstance(err["message"], str)
         ):
+            if err["code"] == MOUNT_MISMATCH:
+                # The mount was not what brokerd checked: the tool did nothing.
+                return RunOutcome(
+                    status="unsafe_target",
+                    output=None,
+                    message=f"{MOUNT_MISMATCH}: {escape_text(err['message'])}",
+                )
             return RunOutcome(
                 status="tool_failed", output={"error": err}, message=escape_text(err["message"])
             )

@@ -40,6 +40,9 @@ class RunSpec:
     label: Label
     untrusted: bool
     _token: object = attrs.field(repr=False, validator=_check_token)
+    deny_paths: tuple[str, ...] = ()
+    """Paths of `deny` grants the runner masks inside a directory mount (issue 10):
+    the same tool's, and for write_file every file tool's."""
 
 
 def build_run_spec(
@@ -53,6 +56,7 @@ def build_run_spec(
     private_network: bool,
     label: Label,
     untrusted: bool,
+    deny_paths: tuple[str, ...] = (),
 ) -> RunSpec:
     """The one place a RunSpec is made (called by brokerd for an allowed decision)."""
     return RunSpec(
@@ -66,6 +70,7 @@ def build_run_spec(
         label=label,
         untrusted=untrusted,
         token=_TOKEN,
+        deny_paths=deny_paths,
     )
 
 
