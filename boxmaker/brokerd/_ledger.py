@@ -13,8 +13,10 @@ Steps:
   decide  read the session's taint, decide, append `call` + `decision`
   settle  combine the outcome with the taint *as it is now*, append `result`,
           then (in the background) write the state file
-  answer  take a pending approval, re-decide, append `approval`
-plus declassify, grants, start and stop.
+  answer  take a pending approval, re-decide, append `approval` (an approval
+          whose deadline has passed is recorded `expired` instead)
+plus declassify, grants, start and stop.  Once an `approval` record is
+durable its id is released, to be drawn again only 2 x ttl later.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from ..proto._audit import (
 from ..proto._convert import U64, JsonObject
 from ..proto._json import canonical, dumps_bytes
 from ..proto._taint import FAIL_CLOSED, NEW_SESSION, Label, Taint
-from ._approvals import Answer, PendingApproval, PendingTable
+from ._approvals import Answer, ApprovalIdsExhausted, PendingApproval, PendingTable
 from ._audit_writer import AuditUnavailable, AuditWriter
 from ._state import (
     SessionState,
@@ -144,7 +146,7 @@ class Ledger:
         self._state_in_thread = state_in_thread
         self._dirty: set[str] = set()
         self._dirty_event = trio.Event()
-        self.pending = PendingTable()
+        self.pending = PendingTable(clock=clock)
         self._clock = clock
 
     # -- taints
@@ -231,17 +233,25 @@ class Ledger:
         ruling = rule(taint)
         call_id = self.writer.next_seq + len(leading)
         approval: PendingApproval | None = None
+        approval_id: int | None = None
+        if ruling.kind == "ask":
+            try:
+                approval_id = self.pending.new_id()
+            except ApprovalIdsExhausted as exc:
+                ruling = Ruling(kind="denied", code="approvals_exhausted", grant=ruling.grant,
+                                reason=f"no approval id is free ({exc}); answer the pending "
+                                "approvals or wait. See docs/runbook.md#approvals-exhausted")
         if ruling.kind == "allowed":
             outcome: OutcomeAllowed | OutcomeAsk | OutcomeDenied = OutcomeAllowed()
         elif ruling.kind == "ask":
-            approval_id = self.pending.new_id()
+            assert approval_id is not None
             now_wall = wall_now()
             approval = PendingApproval(
                 approval_id=approval_id, call_id=call_id, session=session, tool=tool,
                 args=canonical(args), grant=ruling.grant, state=taint,
                 requested_at=format_time(now_wall),
                 expires_at=format_time(now_wall + ttl_ms / 1000),
-                deadline=self._clock() + ttl_ms / 1000, ask=ruling.ask,
+                deadline=self._clock() + ttl_ms / 1000, ttl_s=ttl_ms / 1000, ask=ruling.ask,
             )
             outcome = OutcomeAsk(approval_id=U64(approval_id), expires_at=approval.expires_at)
         else:
@@ -322,11 +332,18 @@ class Ledger:
     ) -> None:
         """approve/refuse: take the entry, re-decide (approve), record, answer its waiter.
 
+        An approval whose deadline has passed (the sweep had not got to it
+        yet) is not answered: it is recorded `expired`, its waiter is denied
+        expired, and the owner gets NoSuchApproval.
+
         Raises NoSuchApproval, or AuditUnavailable (the waiter is then
         answered audit_unavailable too).
         """
         entry = self.pending.take(approval_id)
         if entry is None:
+            raise NoSuchApproval(approval_id)
+        if entry.expired_at(self._clock()):
+            await self.expire([entry])
             raise NoSuchApproval(approval_id)
         try:
             redecision, answer = self._verdict(entry, verdict, reason, redecide)
@@ -345,7 +362,12 @@ class Ledger:
                 entry.resolve(Answer(run=False, denied_code="expired",
                                      denied_reason="brokerd could not answer this approval"))
             raise
+        self._release(entry)
         entry.resolve(answer)
+
+    def _release(self, entry: PendingApproval) -> None:
+        """The approval record is durable: the id rests for 2 x ttl, then may be drawn."""
+        self.pending.release(entry.approval_id, 2 * entry.ttl_s)
 
     async def expire(self, entries: list[PendingApproval], *, reason: str | None = None) -> None:
         """Record `expired` for entries already taken out; answer them denied expired."""
@@ -367,6 +389,7 @@ class Ledger:
                                      denied_reason=str(exc)))
             return
         for entry in entries:
+            self._release(entry)
             entry.resolve(Answer(run=False, denied_code="expired", denied_reason=why))
 
     async def requester_gone(self, approval_id: int) -> bool:
@@ -377,6 +400,9 @@ class Ledger:
         entry = self.pending.take(approval_id)
         if entry is None:
             return False
+        if entry.expired_at(self._clock()):
+            await self.expire([entry])
+            return True
         event = ApprovalRecord(
             call=U64(entry.call_id), approval_id=U64(entry.approval_id),
             verdict="requester_gone", by=None, reason="the requester closed its connection",
@@ -384,6 +410,7 @@ class Ledger:
         )
         try:
             await self.writer.append([event])
+            self._release(entry)
         finally:
             entry.resolve(Answer(run=False, denied_code="expired",
                                  denied_reason="the requester went away"))
