@@ -31,6 +31,7 @@ from ..proto._convert import U64, JsonObject
 from ..proto._errors import DecodeError, FrameError
 from ..proto._framing import FrameDecoder
 from ..proto._json import dumps_bytes
+from ..proto._taint import Taint
 from ..proto._wire import DENIAL_RUNBOOKS, BadVersion, ErrorAnswer, error_answer, peek_id
 from ..proto._wire_broker import (
     BrokerAnswer,
@@ -44,7 +45,7 @@ from ..proto._wire_broker import (
 from ._approvals import Answer, PendingApproval
 from ._audit_writer import AuditUnavailable
 from ._context import REQUEST_FRAME_SECONDS, Daemon
-from ._ledger import Ruling
+from ._ledger import Ruling, args_size, omitted_args
 from .runner._queue import RunnerBusy, RunQueue
 from .runner._spec import RunStatus
 
@@ -147,13 +148,24 @@ async def _handle_call(stream: trio.abc.Stream, peer: PeerCred, daemon: Daemon,
     ledger = daemon.ledger
     grants, leading = daemon.refresh_grants()
     protected = daemon.config.protected
+    size, canonical_args = args_size(call.args)
+    limit = daemon.config.max_args_bytes
+    omitted = omitted_args(canonical_args) if size > limit else None
+    del canonical_args
+
+    def rule(taint: Taint) -> Ruling:
+        if omitted is not None:
+            return Ruling(kind="denied", code="bad_args",
+                          reason=f"the arguments are {size} bytes; at most {limit} are allowed "
+                                 "([policy] max_args_bytes)")
+        return daemon.link.decide(call.tool, call.args, taint, grants, protected)
+
     try:
         decided = await ledger.decide(
             session=call.session, tool=call.tool, args=call.args,
-            peer_uid=peer.uid, peer_pid=peer.pid,
-            rule=lambda taint: daemon.link.decide(call.tool, call.args, taint, grants, protected),
+            peer_uid=peer.uid, peer_pid=peer.pid, rule=rule,
             grants_digest=grants.digest, leading=leading, ttl_ms=daemon.config.ttl_ms,
-            wall_now=daemon.wall_clock, format_time=daemon.format_time,
+            wall_now=daemon.wall_clock, format_time=daemon.format_time, omitted=omitted,
         )
     except AuditUnavailable as exc:
         await send_answer(stream, rid, error_answer("audit_unavailable", str(exc)))

@@ -32,10 +32,11 @@ import trio
 
 from ..proto._audit import (
     ApprovalRecord,
-    Call,
+    BoundedCall,
     DecisionRecord,
     Declassify,
     Event,
+    OmittedArgs,
     OutcomeAllowed,
     OutcomeAsk,
     OutcomeDenied,
@@ -121,6 +122,29 @@ def output_digest(output: dict[str, Any] | None) -> OutputDigest | None:
 
 
 StateWriter = Callable[[Path, str, Taint, int], None]
+
+MAX_REASON_BYTES = 4096
+"""A denial reason may quote what the model sent (a tool name, a path); longer
+ones are cut, with the whole text's length and hash, so no record grows with it."""
+
+
+def bound_reason(text: str, limit: int = MAX_REASON_BYTES) -> str:
+    """`text`, or its longest prefix of at most `limit` UTF-8 bytes plus a note."""
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= limit:
+        return text
+    head = data[:limit].decode("utf-8", "ignore")
+    return f"{head} [cut: {len(data)} bytes in all, sha256 {hashlib.sha256(data).hexdigest()}]"
+
+
+def args_size(args: dict[str, Any]) -> tuple[int, bytes]:
+    """The UTF-8 length of the canonical arguments, and those bytes."""
+    data = dumps_bytes(canonical(args))
+    return len(data), data
+
+
+def omitted_args(data: bytes) -> OmittedArgs:
+    return OmittedArgs(bytes=U64(len(data)), sha256=hashlib.sha256(data).hexdigest())
 
 
 class Ledger:
@@ -223,8 +247,12 @@ class Ledger:
         ttl_ms: int,
         wall_now: Callable[[], float],
         format_time: Callable[[float], str],
+        omitted: OmittedArgs | None = None,
     ) -> Decided:
         """Read the taint, decide (`rule`), append `call` + `decision` (after `leading`).
+
+        `omitted`: the arguments are too long to record; the `call` record
+        carries `{}` and their size and hash instead.
 
         Raises AuditUnavailable; then nothing may run and nobody is answered
         as if recorded.
@@ -256,11 +284,13 @@ class Ledger:
             outcome = OutcomeAsk(approval_id=U64(approval_id), expires_at=approval.expires_at)
         else:
             assert ruling.code is not None and ruling.reason is not None
-            outcome = OutcomeDenied(code=ruling.code, reason=ruling.reason)  # type: ignore[arg-type]
+            outcome = OutcomeDenied(code=ruling.code,  # type: ignore[arg-type]
+                                    reason=bound_reason(ruling.reason))
         events: list[Event] = [
             *leading,
-            Call(session=session, tool=tool, args=JsonObject(args),
-                 peer=Peer(uid=U64(peer_uid), pid=U64(peer_pid))),
+            BoundedCall(session=session, tool=tool,
+                        args=JsonObject({} if omitted is not None else args),
+                        peer=Peer(uid=U64(peer_uid), pid=U64(peer_pid)), omitted=omitted),
             DecisionRecord(call=U64(call_id), outcome=outcome, grant=ruling.grant, state=taint,
                            grants_digest=grants_digest),
         ]
@@ -317,7 +347,8 @@ class Ledger:
             allowed = Redecision(outcome=OutcomeAllowed(), grant=ruling.grant, state=taint)
             return allowed, Answer(run=True, decision=ruling)
         assert ruling.code is not None and ruling.reason is not None
-        outcome = OutcomeDenied(code=ruling.code, reason=ruling.reason)  # type: ignore[arg-type]
+        outcome = OutcomeDenied(code=ruling.code,  # type: ignore[arg-type]
+                                reason=bound_reason(ruling.reason))
         denied = Redecision(outcome=outcome, grant=ruling.grant, state=taint)
         return denied, Answer(run=False, denied_code=ruling.code, denied_reason=ruling.reason)
 
