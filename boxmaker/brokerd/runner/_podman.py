@@ -308,6 +308,10 @@ class PodmanRuntime:
         process = await trio.lowlevel.open_process(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             cwd=self._private_work_dir(),
+            # brokerd's own NOTIFY_SOCKET (systemd's) must not reach podman: with it
+            # podman hands the socket to each container (--sdnotify=container), and
+            # after a dozen calls new containers hang in "Initialized" (issue 11).
+            env={k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"},
         )
         assert process.stdin and process.stdout and process.stderr
         stdout = b""

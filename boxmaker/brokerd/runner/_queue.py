@@ -55,8 +55,8 @@ class RunQueue:
 
     async def acquire(self) -> None:
         """Wait for a slot.  Raises RunnerBusy; a cancelled waiter leaves the queue."""
+        await trio.lowlevel.checkpoint()  # before taking a slot: a cancel here loses none
         if self.try_acquire():
-            await trio.lowlevel.checkpoint()
             return
         if len(self._waiters) >= self.max_queued:
             raise RunnerBusy(
