@@ -223,15 +223,29 @@ async def accept_loop(
     nursery: trio.Nursery,
     *,
     name: str,
+    max_connections: int | None = None,
 ) -> None:
-    """Accept forever, one task per connection; pause on exhaustion, raise ListenerLost."""
+    """Accept forever, one task per connection; pause on exhaustion, raise ListenerLost.
+
+    With `max_connections`, at most that many connections are served at once:
+    past it, accepting pauses until one ends (the kernel's backlog holds the
+    rest), so that many peers each sending a large frame cannot exhaust memory.
+    """
     backoff = BACKOFF_FIRST
+    limiter = trio.CapacityLimiter(max_connections) if max_connections is not None else None
     while True:
+        token = object()
+        if limiter is not None:
+            await limiter.acquire_on_behalf_of(token)
         try:
             conn, _ = await listener.accept()
-        except trio.ClosedResourceError as exc:
-            raise ListenerLost(f"the {name} listener was closed") from exc
-        except OSError as exc:
+        except BaseException as exc:
+            if limiter is not None:  # no connection came of it: the place is free again
+                limiter.release_on_behalf_of(token)
+            if isinstance(exc, trio.ClosedResourceError):
+                raise ListenerLost(f"the {name} listener was closed") from exc
+            if not isinstance(exc, OSError):
+                raise
             if exc.errno in CAPACITY_ERRNOS:
                 log.warning("%s listener paused for %.2f s: %s", name, backoff,
                             os.strerror(exc.errno or 0))
@@ -242,4 +256,16 @@ async def accept_loop(
                 continue
             raise ListenerLost(f"the {name} listener failed ({exc.strerror or exc})") from exc
         backoff = BACKOFF_FIRST
-        nursery.start_soon(handle, conn)
+        if limiter is None:
+            nursery.start_soon(handle, conn)
+        else:
+            nursery.start_soon(_limited, handle, conn, limiter, token)
+
+
+async def _limited(handle: Callable[[trio.socket.SocketType], Awaitable[None]],
+                   conn: trio.socket.SocketType, limiter: trio.CapacityLimiter,
+                   token: object) -> None:
+    try:
+        await handle(conn)
+    finally:
+        limiter.release_on_behalf_of(token)

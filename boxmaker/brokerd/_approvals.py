@@ -11,13 +11,19 @@ Whoever takes an entry out of the table answers it (`resolve`), so an entry is
 never answered twice and a second taker finds nothing.  Taking is synchronous
 (no checkpoint), so in trio it is atomic.
 
-Approval ids are six-digit numbers drawn with `secrets`, never reused while
-brokerd runs.  The expiry sweep is one task whose cancel scope has the earliest
-expiry as its deadline.
+Approval ids are six-digit numbers drawn with `secrets`.  An id is held from
+the moment it is drawn until 2 x ttl after its approval record is durable
+(`release`), so an id still on the owner's screen never names another call;
+only then may it be drawn again.  When every id is held, `new_id` raises
+`ApprovalIdsExhausted` (the ledger records the call and denies it
+`approvals_exhausted`).  The expiry sweep is one task whose cancel scope has
+the earliest expiry as its deadline; the owner's answer checks the deadline
+too (`expired_at`), since a slow sweep may leave an expired entry in the table.
 """
 
 from __future__ import annotations
 
+import array
 import math
 import secrets
 from collections.abc import Awaitable, Callable
@@ -30,12 +36,17 @@ from ..proto._taint import Taint
 
 ID_LOW = 100_000
 ID_HIGH = 999_999
+ID_SPAN = ID_HIGH - ID_LOW + 1
 
 VerdictKind = Literal["approved", "refused", "expired", "requester_gone"]
 
 
+_RANDOM_TRIES = 64
+"""Random draws before a crowded table walks to the next free id instead."""
+
+
 class ApprovalIdsExhausted(Exception):
-    """Every six-digit id has been used since brokerd started."""
+    """Every six-digit id is pending, or held for 2 x ttl after its answer."""
 
 
 @attrs.frozen(kw_only=True)
@@ -67,6 +78,8 @@ class PendingApproval:
     expires_at: str
     deadline: float
     """trio time of the expiry."""
+    ttl_s: float
+    """The approval's time to live; its id is held for twice that after its record."""
     ask: Any
     """The policy's Ask, for `redecide`."""
     challenge: bytes = b""
@@ -85,34 +98,96 @@ class PendingApproval:
     def answered(self) -> bool:
         return self._answer is not None
 
+    def expired_at(self, now: float) -> bool:
+        """The deadline has passed (the sweep may not have got to it yet)."""
+        return self.deadline <= now
+
     async def wait(self) -> Answer:
         await self._done.wait()
         assert self._answer is not None
         return self._answer
 
 
+_FREE, _PENDING, _RESTING = 0, 1, 2
+"""The state of one id: may be drawn; drawn and not yet released; resting after its record."""
+
+
 class PendingTable:
-    def __init__(self, *, rng: Callable[[int], int] = secrets.randbelow) -> None:
+    def __init__(self, *, rng: Callable[[int], int] = secrets.randbelow,
+                 clock: Callable[[], float] = trio.current_time) -> None:
         self._entries: dict[int, PendingApproval] = {}
-        self._used: set[int] = set()
+        self._state = bytearray(ID_SPAN)
+        """The state of each id (index: id - ID_LOW); 900 kB whatever happens."""
+        self._held = 0
+        """How many ids are not `_FREE`."""
+        self._rest_until = array.array("d")
+        self._rest_index = array.array("l")
+        """A queue of (time the rest ends, id index) of resting ids, oldest first.  The
+        hold is 2 x ttl, fixed for a run, so the times only grow; were one out of
+        order, the ids behind it would only rest longer."""
+        self._rest_head = 0
         self._rng = rng
+        self._clock = clock
         self._changed = trio.Event()
 
     def new_id(self) -> int:
-        """An unpredictable six-digit id never used before in this run."""
-        span = ID_HIGH - ID_LOW + 1
-        if len(self._used) >= span:
-            raise ApprovalIdsExhausted("every six-digit approval id has been used")
-        while True:
-            candidate = ID_LOW + self._rng(span)
-            if candidate not in self._used:
-                self._used.add(candidate)
-                return candidate
+        """An unpredictable six-digit id that no held approval has.
+
+        Raises ApprovalIdsExhausted when every id is pending or resting.
+        """
+        self._wake_rested()
+        if self._held >= ID_SPAN:
+            raise ApprovalIdsExhausted(
+                f"all {ID_SPAN} approval ids are pending or were answered within 2 x ttl_ms")
+        state = self._state
+        index = self._rng(ID_SPAN)
+        tries = 1
+        while state[index] != _FREE and tries < _RANDOM_TRIES:
+            index = self._rng(ID_SPAN)
+            tries += 1
+        if state[index] != _FREE:  # crowded: the next free id after a random one
+            found = state.find(_FREE, index)
+            index = found if found >= 0 else state.find(_FREE)
+        state[index] = _PENDING
+        self._held += 1
+        return ID_LOW + index
+
+    def release(self, approval_id: int, hold_s: float) -> None:
+        """The approval's record is durable: the id may be drawn again `hold_s` from now."""
+        index = approval_id - ID_LOW
+        if 0 <= index < ID_SPAN and self._state[index] == _PENDING:
+            self._state[index] = _RESTING
+            self._rest_until.append(self._clock() + hold_s)
+            self._rest_index.append(index)
+
+    def held(self) -> int:
+        """How many ids may not be drawn now."""
+        self._wake_rested()
+        return self._held
+
+    def _wake_rested(self) -> None:
+        head = self._rest_head
+        if head >= len(self._rest_until):
+            return
+        now = self._clock()
+        until, indexes, state = self._rest_until, self._rest_index, self._state
+        while head < len(until) and until[head] <= now:
+            state[indexes[head]] = _FREE
+            self._held -= 1
+            head += 1
+        if head > 4096 and head * 2 > len(until):
+            del until[:head]
+            del indexes[:head]
+            head = 0
+        self._rest_head = head
 
     def add(self, entry: PendingApproval) -> None:
         if entry.approval_id in self._entries:  # pragma: no cover - our own bug
             raise AssertionError("approval id in use")
-        self._used.add(entry.approval_id)
+        index = entry.approval_id - ID_LOW
+        if 0 <= index < ID_SPAN and self._state[index] == _FREE:
+            self._state[index] = _PENDING
+            self._held += 1
         self._entries[entry.approval_id] = entry
         self._poke()
 

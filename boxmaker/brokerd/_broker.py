@@ -8,8 +8,10 @@
 4. `ask`: the call is in the pending table; answer `pending`, then wait for the
    owner's answer, the expiry, or the peer closing (recorded `requester_gone`,
    at that time).  Only an approval whose re-decision still allows it runs.
-5. `allowed`: build the RunSpec, run, ledger **settle**, answer `result`
-   (`runner_unavailable` is an error, `unsafe_target` a denial).
+5. `allowed`: build the RunSpec, wait for a turn (`runner/_queue.py`: at most
+   `max_concurrent` run, `max_queued` wait, each `queue_timeout_ms`; a call
+   whose requester leaves while it waits never runs), run, ledger **settle**,
+   answer `result` (`runner_unavailable` is an error, `unsafe_target` a denial).
 
 A call that cannot be recorded is never run and never answered `result`: the
 answer is `error audit_unavailable`.
@@ -29,6 +31,8 @@ from ..policy._model import GrantState
 from ..proto._convert import U64, JsonObject
 from ..proto._errors import DecodeError, FrameError
 from ..proto._framing import FrameDecoder
+from ..proto._json import dumps_bytes
+from ..proto._taint import Taint
 from ..proto._wire import DENIAL_RUNBOOKS, BadVersion, ErrorAnswer, error_answer, peek_id
 from ..proto._wire_broker import (
     BrokerAnswer,
@@ -42,7 +46,9 @@ from ..proto._wire_broker import (
 from ._approvals import Answer, PendingApproval
 from ._audit_writer import AuditUnavailable
 from ._context import REQUEST_FRAME_SECONDS, Daemon
-from ._ledger import Ruling
+from ._ledger import Ruling, args_size, omitted_args
+from .runner._queue import RunnerBusy, RunQueue
+from .runner._spec import RunStatus
 
 log = logging.getLogger("brokerd")
 
@@ -143,13 +149,24 @@ async def _handle_call(stream: trio.abc.Stream, peer: PeerCred, daemon: Daemon,
     ledger = daemon.ledger
     grants, leading = daemon.refresh_grants()
     protected = daemon.config.protected
+    size, canonical_args = args_size(call.args)
+    limit = daemon.config.max_args_bytes
+    omitted = omitted_args(canonical_args) if size > limit else None
+    del canonical_args
+
+    def rule(taint: Taint) -> Ruling:
+        if omitted is not None:
+            return Ruling(kind="denied", code="bad_args",
+                          reason=f"the arguments are {size} bytes; at most {limit} are allowed "
+                                 "([policy] max_args_bytes)")
+        return daemon.link.decide(call.tool, call.args, taint, grants, protected)
+
     try:
         decided = await ledger.decide(
             session=call.session, tool=call.tool, args=call.args,
-            peer_uid=peer.uid, peer_pid=peer.pid,
-            rule=lambda taint: daemon.link.decide(call.tool, call.args, taint, grants, protected),
+            peer_uid=peer.uid, peer_pid=peer.pid, rule=rule,
             grants_digest=grants.digest, leading=leading, ttl_ms=daemon.config.ttl_ms,
-            wall_now=daemon.wall_clock, format_time=daemon.format_time,
+            wall_now=daemon.wall_clock, format_time=daemon.format_time, omitted=omitted,
         )
     except AuditUnavailable as exc:
         await send_answer(stream, rid, error_answer("audit_unavailable", str(exc)))
@@ -236,22 +253,72 @@ async def _withdraw(daemon: Daemon, entry: PendingApproval) -> bool:
     return took
 
 
+async def _wait_for_turn(stream: trio.abc.Stream, queue: RunQueue) -> str | None:
+    """Take a run slot, waiting in the queue while watching the requester.
+
+    None: the slot is ours.  Otherwise why the call does not run (nothing
+    holds a slot then): the queue is full, the wait was too long, or the
+    requester went away first.
+    """
+    if queue.try_acquire():
+        return None
+    busy: str | None = "the requester went away before its turn"
+    async with trio.open_nursery() as nursery:
+
+        async def watch_peer() -> None:
+            try:
+                while await stream.receive_some(_WATCH_CHUNK):
+                    pass
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(watch_peer)
+        try:
+            await queue.acquire()
+            busy = None
+        except RunnerBusy as exc:
+            busy = str(exc)
+        nursery.cancel_scope.cancel()
+    return busy
+
+
+def _fits(output: dict[str, Any] | None, limit: int) -> bool:
+    return output is None or len(dumps_bytes(output)) <= limit
+
+
 async def _run_and_settle(stream: trio.abc.Stream, rid: int, daemon: Daemon, *, call_id: int,
                           session: str, tool: str, args: dict[str, Any], ruling: Ruling,
                           grants: GrantState | None = None) -> None:
     spec = daemon.link.run_spec(call_id=call_id, session=session, tool=tool, args=args,
                                 ruling=ruling, grants=grants)
+    busy = await _wait_for_turn(stream, daemon.run_queue)
     # Running tools finish within their limits even when brokerd is stopping.
     with trio.CancelScope(shield=True):
-        try:
-            outcome = await daemon.runtime.run(spec)
-            status, output, message = outcome.status, outcome.output, outcome.message
-        except Exception as exc:  # a bug in a runtime: the tool may have run
-            log.exception("call %d: the runtime failed", call_id)
-            status = "tool_failed"
-            output = {"error": {"code": "runner_failed",
-                                "message": f"the runner failed ({type(exc).__name__})"}}
-            message = None
+        status: RunStatus
+        output: dict[str, Any] | None
+        message: str | None
+        if busy is not None:
+            status, output, message = "runner_unavailable", None, busy
+        else:
+            try:
+                outcome = await daemon.runtime.run(spec)
+                status, output, message = outcome.status, outcome.output, outcome.message
+            except Exception as exc:  # a bug in a runtime: the tool may have run
+                log.exception("call %d: the runtime failed", call_id)
+                status = "tool_failed"
+                output = {"error": {"code": "runner_failed",
+                                    "message": f"the runner failed ({type(exc).__name__})"}}
+                message = None
+            finally:
+                daemon.run_queue.release()
+            if not _fits(output, daemon.config.runner.output_max_bytes):
+                # The toolkit caps its answer; one that does not is a failure, so
+                # that the answer frame always fits (the limit is checked at load).
+                status, message = "tool_failed", "output too large"
+                output = {"error": {"code": "output_too_large",
+                                    "message": "the tool's output is larger than "
+                                               "[runner] output_max_bytes"}}
         try:
             await daemon.ledger.settle(call_id=call_id, session=session, status=status,
                                        label=ruling.label, untrusted=ruling.untrusted,

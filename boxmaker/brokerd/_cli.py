@@ -108,6 +108,10 @@ def check_config_command(config_path: Path | None) -> None:
         f"owner_uid     {config.owner_uid}",
         f"ttl_ms        {config.ttl_ms}",
         f"runner        {config.runner.kind}",
+        f"run queue     {config.max_concurrent} at once, {config.max_queued} waiting at most "
+        f"{config.queue_timeout_ms} ms",
+        f"bounds        {config.max_connections} connections per socket, "
+        f"arguments up to {config.max_args_bytes} bytes",
         f"fsync         {'on' if config.fsync else 'OFF (tests and benchmarks only)'}",
         f"protected     {escape_line(', '.join(config.protected))}",
         f"checkpoints   {escape_line(config.checkpoints.origin)} · every "

@@ -42,6 +42,8 @@ class SocketsTable:
     admin: str | None = None
     broker_uids: list[int] | None = None
     owner_uid: int | None = None
+    max_connections: int = 256
+    """Connections served at once per socket; past it, accept pauses (issue 11)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -57,6 +59,9 @@ class ApprovalsTable:
 @attrs.frozen(kw_only=True)
 class PolicyTable:
     protected: list[str] | None = None
+    max_args_bytes: int = 1_179_648
+    """The longest canonical `args` (UTF-8) a call may carry: room for the 1 MiB
+    write_file content 03-policy allows, escaped."""
 
 
 @attrs.frozen(kw_only=True)
@@ -74,6 +79,11 @@ class RunnerTable:
     output_max_bytes: int = 2_097_152
     nofile: int = 1024
     nproc: int = 512
+    max_concurrent: int | None = None
+    """Calls run at once; default min(MemTotal // memory, 2 x CPUs), at least 1."""
+    max_queued: int | None = None
+    """Calls waiting for a turn; default 4 x max_concurrent."""
+    queue_timeout_ms: int = 10_000
 
 
 @attrs.frozen(kw_only=True)
@@ -131,6 +141,11 @@ class BrokerdConfig:
     policy_protected: tuple[str, ...]
     """`[policy] protected` (or its default): protected when they exist."""
     runner: RunnerTable
+    max_concurrent: int
+    max_queued: int
+    queue_timeout_ms: int
+    max_connections: int
+    max_args_bytes: int
     fsync: bool
     source: Path | None
     checkpoints: CheckpointSettings = attrs.field(factory=CheckpointSettings)
@@ -167,6 +182,65 @@ def default_config_path() -> Path:
 
 
 
+MAX_CONNECTIONS_MAX = 65_536
+QUEUE_TIMEOUT_MS_MAX = 86_400_000
+_MEMORY_UNITS = {"b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+def memory_bytes(text: str) -> int | None:
+    """podman's `--memory` size (``256m``) in bytes, or None when it is not one."""
+    unit = text[-1:].lower()
+    digits, scale = (text[:-1], _MEMORY_UNITS[unit]) if unit in _MEMORY_UNITS else (text, 1)
+    if not digits.isdigit() or not digits.isascii() or int(digits) < 1:
+        return None
+    return int(digits) * scale
+
+
+def mem_total_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:
+    """The host's MemTotal, or None when it cannot be read."""
+    try:
+        for line in meminfo.read_text(encoding="ascii", errors="replace").splitlines():
+            name, _, rest = line.partition(":")
+            if name == "MemTotal":
+                fields = rest.split()
+                return int(fields[0]) * 1024 if fields and fields[0].isdigit() else None
+    except OSError:
+        return None
+    return None
+
+
+def default_max_concurrent(memory: str, *, mem_total: int | None, cpus: int) -> int:
+    """min(MemTotal // memory, 2 x CPUs), at least 1 (issue 11)."""
+    bound = 2 * max(cpus, 1)
+    per_call = memory_bytes(memory)
+    if mem_total is not None and per_call is not None:
+        bound = min(bound, mem_total // per_call)
+    return max(bound, 1)
+
+
+def largest_output_max_bytes() -> int:
+    """The largest `output_max_bytes` whose biggest answer frame fits one frame.
+
+    The runner's whole answer is at most `output_max_bytes`, and a `tool_failed`
+    result carries it whole as its `output`; the envelope around it is measured
+    with the longest id, status and label the answer can have.
+    """
+    from ..proto._convert import U64, U64_MAX, JsonObject
+    from ..proto._framing import MAX_FRAME
+    from ..proto._json import dumps_bytes
+    from ..proto._wire_broker import Result, encode_broker_answer
+
+    output = {"error": {"code": "", "message": ""}}
+    envelope = max(
+        len(encode_broker_answer(U64(U64_MAX), Result(
+            status=status, output=JsonObject(output), label=label,
+            untrusted=untrusted)))
+        for status in ("ok", "tool_failed") for label in ("public", "private", "secret")
+        for untrusted in (False, True)
+    ) - len(dumps_bytes(output))
+    return MAX_FRAME - envelope
+
+
 def _check_uid(uid: int, where: str) -> int:
     if not 0 <= uid <= UID_MAX:
         raise ConfigError(f"{where}: {uid} is not a uid (0..{UID_MAX})")
@@ -188,6 +262,25 @@ def _check(raw: BrokerdFile) -> None:
             raise ConfigError(f"runner.{name}: {value} must be at least 1")
     if not runner.cpus > 0:
         raise ConfigError(f"runner.cpus: {runner.cpus} must be more than 0")
+    largest = largest_output_max_bytes()
+    if runner.output_max_bytes > largest:
+        raise ConfigError(
+            f"runner.output_max_bytes: {runner.output_max_bytes} is more than {largest}: "
+            "the largest answer would not fit one 8 MiB frame")
+    for name in ("max_concurrent", "max_queued"):
+        value = getattr(runner, name)
+        if value is not None and not (0 if name == "max_queued" else 1) <= value <= 65_536:
+            low = 0 if name == "max_queued" else 1
+            raise ConfigError(f"runner.{name}: {value} is outside {low}..65536")
+    if not 1 <= runner.queue_timeout_ms <= QUEUE_TIMEOUT_MS_MAX:
+        raise ConfigError(f"runner.queue_timeout_ms: {runner.queue_timeout_ms} is outside "
+                          f"1..{QUEUE_TIMEOUT_MS_MAX}")
+    if not 1 <= raw.sockets.max_connections <= MAX_CONNECTIONS_MAX:
+        raise ConfigError(f"sockets.max_connections: {raw.sockets.max_connections} is outside "
+                          f"1..{MAX_CONNECTIONS_MAX}")
+    max_args = raw.policy.max_args_bytes
+    if not 2 <= max_args <= 8 * 1024 * 1024:
+        raise ConfigError(f"policy.max_args_bytes: {max_args} is outside 2..8388608")
     if runner.kind == "podman" and runner.image is not None and not runner.image.startswith(
         "sha256:"
     ):
@@ -255,6 +348,11 @@ def _resolve(raw: BrokerdFile, source: Path | None, *, own_uid: int | None) -> B
         if path not in protected and path != "/":
             protected.append(path)
     own_protected = tuple(dict.fromkeys(str(p) for p in own))
+    runner = raw.runner
+    max_concurrent = runner.max_concurrent if runner.max_concurrent is not None else (
+        default_max_concurrent(runner.memory, mem_total=mem_total_bytes(),
+                               cpus=len(os.sched_getaffinity(0))))
+    max_queued = runner.max_queued if runner.max_queued is not None else 4 * max_concurrent
     return BrokerdConfig(
         checkpoints=resolve_checkpoints(raw.checkpoints, home),
         home=home,
@@ -271,6 +369,11 @@ def _resolve(raw: BrokerdFile, source: Path | None, *, own_uid: int | None) -> B
         own_protected=own_protected,
         policy_protected=tuple(configured),
         runner=raw.runner,
+        max_concurrent=max_concurrent,
+        max_queued=max_queued,
+        queue_timeout_ms=runner.queue_timeout_ms,
+        max_connections=sockets.max_connections,
+        max_args_bytes=raw.policy.max_args_bytes,
         fsync=raw.audit.fsync,
         source=source,
         rp_id=raw.approvals.rp_id,

@@ -25,6 +25,7 @@ from ._config import BrokerdConfig
 from ._ledger import Ledger
 from ._passkeys import PasskeyRegistry
 from ._policy_link import PolicyLink
+from .runner._queue import RunQueue
 from .runner._spec import Runtime
 
 log = logging.getLogger("brokerd")
@@ -72,6 +73,8 @@ class Daemon:
     """The runner: refusing, echo or podman."""
     link: PolicyLink
     version: str
+    run_queue: RunQueue
+    """At most max_concurrent tools run at once; max_queued more wait."""
     warnings: list[str] = attrs.field(factory=list)
     wall_clock: Callable[[], float] = time.time
     format_time: Callable[[float], str] = ts_from_unix

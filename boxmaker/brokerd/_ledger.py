@@ -13,8 +13,10 @@ Steps:
   decide  read the session's taint, decide, append `call` + `decision`
   settle  combine the outcome with the taint *as it is now*, append `result`,
           then (in the background) write the state file
-  answer  take a pending approval, re-decide, append `approval`
-plus declassify, grants, start and stop.
+  answer  take a pending approval, re-decide, append `approval` (an approval
+          whose deadline has passed is recorded `expired` instead)
+plus declassify, grants, start and stop.  Once an `approval` record is
+durable its id is released, to be drawn again only 2 x ttl later.
 """
 
 from __future__ import annotations
@@ -31,10 +33,11 @@ import trio
 
 from ..proto._audit import (
     ApprovalRecord,
-    Call,
+    BoundedCall,
     DecisionRecord,
     Declassify,
     Event,
+    OmittedArgs,
     OutcomeAllowed,
     OutcomeAsk,
     OutcomeDenied,
@@ -49,7 +52,7 @@ from ..proto._convert import U64, JsonObject
 from ..proto._json import canonical, dumps_bytes
 from ..proto._taint import FAIL_CLOSED, NEW_SESSION, Label, Taint
 from ..proto._wire_passkey import approval_challenge
-from ._approvals import Answer, PendingApproval, PendingTable
+from ._approvals import Answer, ApprovalIdsExhausted, PendingApproval, PendingTable
 from ._audit_writer import AuditUnavailable, AuditWriter
 from ._state import (
     SessionState,
@@ -123,6 +126,29 @@ def output_digest(output: dict[str, Any] | None) -> OutputDigest | None:
 
 StateWriter = Callable[[Path, str, Taint, int], None]
 
+MAX_REASON_BYTES = 4096
+"""A denial reason may quote what the model sent (a tool name, a path); longer
+ones are cut, with the whole text's length and hash, so no record grows with it."""
+
+
+def bound_reason(text: str, limit: int = MAX_REASON_BYTES) -> str:
+    """`text`, or its longest prefix of at most `limit` UTF-8 bytes plus a note."""
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= limit:
+        return text
+    head = data[:limit].decode("utf-8", "ignore")
+    return f"{head} [cut: {len(data)} bytes in all, sha256 {hashlib.sha256(data).hexdigest()}]"
+
+
+def args_size(args: dict[str, Any]) -> tuple[int, bytes]:
+    """The UTF-8 length of the canonical arguments, and those bytes."""
+    data = dumps_bytes(canonical(args))
+    return len(data), data
+
+
+def omitted_args(data: bytes) -> OmittedArgs:
+    return OmittedArgs(bytes=U64(len(data)), sha256=hashlib.sha256(data).hexdigest())
+
 
 class Ledger:
     def __init__(
@@ -147,7 +173,7 @@ class Ledger:
         self._state_in_thread = state_in_thread
         self._dirty: set[str] = set()
         self._dirty_event = trio.Event()
-        self.pending = PendingTable()
+        self.pending = PendingTable(clock=clock)
         self._clock = clock
 
     # -- taints
@@ -224,8 +250,12 @@ class Ledger:
         ttl_ms: int,
         wall_now: Callable[[], float],
         format_time: Callable[[float], str],
+        omitted: OmittedArgs | None = None,
     ) -> Decided:
         """Read the taint, decide (`rule`), append `call` + `decision` (after `leading`).
+
+        `omitted`: the arguments are too long to record; the `call` record
+        carries `{}` and their size and hash instead.
 
         Raises AuditUnavailable; then nothing may run and nobody is answered
         as if recorded.
@@ -234,10 +264,18 @@ class Ledger:
         ruling = rule(taint)
         call_id = self.writer.next_seq + len(leading)
         approval: PendingApproval | None = None
+        approval_id: int | None = None
+        if ruling.kind == "ask":
+            try:
+                approval_id = self.pending.new_id()
+            except ApprovalIdsExhausted as exc:
+                ruling = Ruling(kind="denied", code="approvals_exhausted", grant=ruling.grant,
+                                reason=f"no approval id is free ({exc}); answer the pending "
+                                "approvals or wait. See docs/runbook.md#approvals-exhausted")
         if ruling.kind == "allowed":
             outcome: OutcomeAllowed | OutcomeAsk | OutcomeDenied = OutcomeAllowed()
         elif ruling.kind == "ask":
-            approval_id = self.pending.new_id()
+            assert approval_id is not None
             now_wall = wall_now()
             expires_at = format_time(now_wall + ttl_ms / 1000)
             shown_args = canonical(args)
@@ -245,7 +283,7 @@ class Ledger:
                 approval_id=approval_id, call_id=call_id, session=session, tool=tool,
                 args=shown_args, grant=ruling.grant, state=taint,
                 requested_at=format_time(now_wall), expires_at=expires_at,
-                deadline=self._clock() + ttl_ms / 1000, ask=ruling.ask,
+                deadline=self._clock() + ttl_ms / 1000, ttl_s=ttl_ms / 1000, ask=ruling.ask,
                 challenge=approval_challenge(
                     approval_id=approval_id, call=call_id, session=session, tool=tool,
                     args=shown_args, expires_at=expires_at, nonce=secrets.token_hex(16)),
@@ -253,11 +291,13 @@ class Ledger:
             outcome = OutcomeAsk(approval_id=U64(approval_id), expires_at=approval.expires_at)
         else:
             assert ruling.code is not None and ruling.reason is not None
-            outcome = OutcomeDenied(code=ruling.code, reason=ruling.reason)  # type: ignore[arg-type]
+            outcome = OutcomeDenied(code=ruling.code,  # type: ignore[arg-type]
+                                    reason=bound_reason(ruling.reason))
         events: list[Event] = [
             *leading,
-            Call(session=session, tool=tool, args=JsonObject(args),
-                 peer=Peer(uid=U64(peer_uid), pid=U64(peer_pid))),
+            BoundedCall(session=session, tool=tool,
+                        args=JsonObject({} if omitted is not None else args),
+                        peer=Peer(uid=U64(peer_uid), pid=U64(peer_pid)), omitted=omitted),
             DecisionRecord(call=U64(call_id), outcome=outcome, grant=ruling.grant, state=taint,
                            grants_digest=grants_digest),
         ]
@@ -314,7 +354,8 @@ class Ledger:
             allowed = Redecision(outcome=OutcomeAllowed(), grant=ruling.grant, state=taint)
             return allowed, Answer(run=True, decision=ruling)
         assert ruling.code is not None and ruling.reason is not None
-        outcome = OutcomeDenied(code=ruling.code, reason=ruling.reason)  # type: ignore[arg-type]
+        outcome = OutcomeDenied(code=ruling.code,  # type: ignore[arg-type]
+                                reason=bound_reason(ruling.reason))
         denied = Redecision(outcome=outcome, grant=ruling.grant, state=taint)
         return denied, Answer(run=False, denied_code=ruling.code, denied_reason=ruling.reason)
 
@@ -332,11 +373,18 @@ class Ledger:
 
         `passkey` is the verified assertion that approved it (kept in the record).
 
+        An approval whose deadline has passed (the sweep had not got to it
+        yet) is not answered: it is recorded `expired`, its waiter is denied
+        expired, and the owner gets NoSuchApproval.
+
         Raises NoSuchApproval, or AuditUnavailable (the waiter is then
         answered audit_unavailable too).
         """
         entry = self.pending.take(approval_id)
         if entry is None:
+            raise NoSuchApproval(approval_id)
+        if entry.expired_at(self._clock()):
+            await self.expire([entry])
             raise NoSuchApproval(approval_id)
         try:
             redecision, answer = self._verdict(entry, verdict, reason, redecide)
@@ -355,7 +403,12 @@ class Ledger:
                 entry.resolve(Answer(run=False, denied_code="expired",
                                      denied_reason="brokerd could not answer this approval"))
             raise
+        self._release(entry)
         entry.resolve(answer)
+
+    def _release(self, entry: PendingApproval) -> None:
+        """The approval record is durable: the id rests for 2 x ttl, then may be drawn."""
+        self.pending.release(entry.approval_id, 2 * entry.ttl_s)
 
     async def expire(self, entries: list[PendingApproval], *, reason: str | None = None) -> None:
         """Record `expired` for entries already taken out; answer them denied expired."""
@@ -377,6 +430,7 @@ class Ledger:
                                      denied_reason=str(exc)))
             return
         for entry in entries:
+            self._release(entry)
             entry.resolve(Answer(run=False, denied_code="expired", denied_reason=why))
 
     async def requester_gone(self, approval_id: int) -> bool:
@@ -387,6 +441,9 @@ class Ledger:
         entry = self.pending.take(approval_id)
         if entry is None:
             return False
+        if entry.expired_at(self._clock()):
+            await self.expire([entry])
+            return True
         event = ApprovalRecord(
             call=U64(entry.call_id), approval_id=U64(entry.approval_id),
             verdict="requester_gone", by=None, reason="the requester closed its connection",
@@ -394,6 +451,7 @@ class Ledger:
         )
         try:
             await self.writer.append([event])
+            self._release(entry)
         finally:
             entry.resolve(Answer(run=False, denied_code="expired",
                                  denied_reason="the requester went away"))

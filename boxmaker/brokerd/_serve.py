@@ -52,6 +52,7 @@ from ._state import list_sessions, read_state, sync_state_files
 from .runner._echo import EchoRuntime
 from .runner._podman import PodmanRuntime
 from .runner._podman_argv import PodmanSettings
+from .runner._queue import RunQueue
 from .runner._refusing import RefusingRuntime
 
 log = logging.getLogger("brokerd")
@@ -293,9 +294,12 @@ async def _serve_with_log(
                    "trusted: enrol again (bxctl passkey add). See docs/runbook.md#passkey-required")
         log.warning("%s", dropped)
         warnings.append(dropped)
+    run_queue = RunQueue(max_concurrent=config.max_concurrent, max_queued=config.max_queued,
+                         timeout_s=config.queue_timeout_ms / 1000)
     daemon = Daemon(config=config, ledger=ledger, watcher=watcher, runtime=runtime,
                     link=PolicyLink.of(protected.spellings), version=__version__,
-                    warnings=warnings, passkeys=passkeys, checkpoints=checkpoints)
+                    warnings=warnings, passkeys=passkeys, checkpoints=checkpoints,
+                    run_queue=run_queue)
     try:
         broker_std, admin_std = _take_sockets(config)
     except SocketSetupError as exc:
@@ -336,7 +340,8 @@ async def _serve_with_log(
                                 await _connection(conn, name, allowed, handler, daemon)
 
                             try:
-                                await accept_loop(sock, one, connections, name=name)
+                                await accept_loop(sock, one, connections, name=name,
+                                                  max_connections=config.max_connections)
                             except ListenerLost as exc:
                                 lost = exc
                                 handle.stop("listener lost")

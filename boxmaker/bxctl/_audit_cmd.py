@@ -314,6 +314,9 @@ def _outcome(record: Record) -> str:
         first = payload["first"]
         text = (f"accepts {payload['failures']} failures from {first['file']} line "
                 f"{first['line']} ({first['kind']}), by uid {payload['by']}")
+    elif payload.get("omitted") is not None:  # a call whose arguments were too long
+        omitted = payload["omitted"]
+        text = f"arguments omitted: {omitted['bytes']} bytes, sha256 {omitted['sha256']}"
     else:  # call
         text = dumps(payload["args"], ascii_only=True)
     return escape_line(text)

@@ -69,6 +69,7 @@ DENIAL_TEXT_FOR_MODEL: dict[str, str] = {
     "expired": "The owner did not answer in time; the call was not run.",
     "changed": "The owner's rules changed while the call waited; it was not run.",
     "unsafe_target": "The call was not run: its target is not safe (a link or a private address).",
+    "approvals_exhausted": "The call was not run: too many calls are waiting for the owner.",
     "runner_unavailable": "The call was not run: tools cannot run right now.",
     "audit_unavailable": "The call was not run: the audit log cannot be written.",
     "broker_unavailable": "The call was not run: the policy daemon did not answer.",

@@ -26,7 +26,8 @@ from typing import Any, Literal
 import attrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from ._audit_passkey import ApprovalAttempt, PasskeyRecord, PasskeyUse, passkey_record_problem
+from ._audit_passkey import ApprovalAttempt, PasskeyRecord, PasskeyUse
+from ._audit_rules import event_problem, is_valid_ts
 from ._convert import (
     U64,
     U64_MAX,
@@ -39,7 +40,7 @@ from ._convert import (
 )
 from ._errors import DecodeError
 from ._fastcheck import Mismatch, compile_checkers
-from ._json import MAX_DEPTH, canonical, loads_value, type_word
+from ._json import canonical, loads_value, type_word
 from ._taint import Label, Taint
 from ._wire import DenialCode
 
@@ -117,12 +118,35 @@ class Peer:
 
 @attrs.frozen(kw_only=True)
 class Call:
-    """A request arrived; the record's `seq` is the call id."""
+    """A request arrived; the record's `seq` is the call id.
+
+    This is the form written before issue 11, still accepted when read; brokerd
+    now writes `BoundedCall` (a subclass), so `isinstance(event, Call)` holds
+    for every call record.
+    """
 
     session: str
     tool: str
     args: JsonObject
     peer: Peer
+
+
+@attrs.frozen(kw_only=True)
+class OmittedArgs:
+    """Arguments too long to record (`[policy] max_args_bytes`): their size and hash."""
+
+    bytes: U64
+    """The UTF-8 length of the canonical arguments (compact JSON, keys sorted)."""
+    sha256: str
+    """The SHA-256 of those bytes, lowercase hex."""
+
+
+@attrs.frozen(kw_only=True)
+class BoundedCall(Call):
+    """A call record as written since issue 11: `omitted` is null, or the size and
+    hash of arguments left out as too long (then `args` is `{}`)."""
+
+    omitted: OmittedArgs | None
 
 
 @attrs.frozen(kw_only=True)
@@ -245,6 +269,7 @@ Event = (
     | Stop
     | GrantsChanged
     | Call
+    | BoundedCall
     | DecisionRecord
     | ApprovalRecord
     | ResultRecord
@@ -259,7 +284,7 @@ EVENT_TYPES: dict[str, type[Any]] = {
     "start": Start,
     "stop": Stop,
     "grants": GrantsChanged,
-    "call": Call,
+    "call": BoundedCall,
     "decision": DecisionRecord,
     "approval": ApprovalRecord,
     "result": ResultRecord,
@@ -270,6 +295,15 @@ EVENT_TYPES: dict[str, type[Any]] = {
     "approval_attempt": ApprovalAttempt,
 }
 _KEY_OF_TYPE: dict[type[Any], str] = {cls: key for key, cls in EVENT_TYPES.items()}
+_KEY_OF_TYPE[Call] = "call"
+
+
+def event_type(key: str, payload: Any) -> type[Any] | None:
+    """The class of an event key's payload: a call record without `omitted` is the
+    older form (`Call`), still accepted."""
+    if key == "call" and type(payload) is dict and "omitted" not in payload:
+        return Call
+    return EVENT_TYPES.get(key)
 
 
 def event_key(event: Event) -> str:
@@ -316,21 +350,8 @@ register_unstructure_hook(  # an approval without a passkey is written as older 
 # --------------------------------------------------------------------------
 # Time stamps and day files
 
-_TS = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z")
 _DAY_FILE = re.compile(r"[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])\.jsonl")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-_SESSION = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
-
-
-def is_valid_ts(text: str) -> bool:
-    """True for ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` naming a real moment."""
-    if _TS.fullmatch(text) is None:
-        return False
-    try:
-        datetime.fromisoformat(text[:-1])
-    except ValueError:
-        return False
-    return True
 
 
 def day_file_name(moment: datetime) -> str:
@@ -394,7 +415,7 @@ def record_to_json(record: Record) -> dict[str, Any]:
     event = record.event
     cls = type(event)
     payload = converter.unstructure(event, cls)
-    if cls is Call:
+    if cls is Call or cls is BoundedCall:
         payload["args"] = canonical(payload["args"])
     return {"seq": record.seq, "ts": record.ts, "prev": record.prev, _KEY_OF_TYPE[cls]: payload}
 
@@ -460,8 +481,9 @@ def _parse_fast(line: bytes) -> Record:
     It accepts a subset of what `_parse_strict` accepts (tests compare them).
     """
     seq, ts, prev, key, payload = _top_fast(line)
-    event = _FAST_EVENT[key](payload)
-    if _event_problem(key, payload) is not None:
+    fast = _FAST_LEGACY_CALL if event_type(key, payload) is Call else _FAST_EVENT[key]
+    event = fast(payload)
+    if event_problem(key, payload) is not None:
         raise _Slow
     record = Record(seq=seq, ts=ts, prev=prev, event=event)
     if encode_record(record) != line:  # fields in another order
@@ -497,7 +519,7 @@ def _parse_strict(line: bytes) -> Record:
             f"found {shown}"
         )
     key = keys[3]
-    cls = EVENT_TYPES.get(key)
+    cls = event_type(key, value[key])
     if cls is None:
         raise RecordSchemaError(f"unknown event {json.dumps(key)}", path="$")
     seq = value["seq"]
@@ -518,7 +540,7 @@ def _parse_strict(line: bytes) -> Record:
         path = f"$.{key}" + (exc.path[1:] if exc.path else "")
         raise RecordSchemaError(exc.message, path=path) from None
     # Step 5: rules of single fields that the types alone do not say.
-    problem = _event_problem(key, value[key])
+    problem = event_problem(key, value[key])
     if problem is not None:
         raise RecordSchemaError(problem[1], path=f"$.{key}.{problem[0]}")
     # Step 6: the fields of every object in the order they are written in.
@@ -530,62 +552,6 @@ def _parse_strict(line: bytes) -> Record:
     return record
 
 
-def canonical_within(value: Any, depth: int) -> bool:
-    """Keys sorted at every depth, and no deeper than MAX_DEPTH."""
-    if depth > MAX_DEPTH:
-        return False
-    if type(value) is dict:
-        keys = list(value)
-        if keys != sorted(keys):
-            return False
-        items: Any = value.values()
-    else:
-        items = value
-    for item in items:
-        kind = type(item)
-        if (kind is dict or kind is list) and not canonical_within(item, depth + 1):
-            return False
-    return True
-
-
-_ARGS_DEPTH = 3  # the record is depth 1, the call 2, its args 3
-
-
-def _event_problem(key: str, payload: dict[str, Any]) -> tuple[str, str] | None:
-    """(path under the event, what is wrong) for an event's JSON, or None.
-
-    Rules of single fields that the types alone do not say; `payload` has
-    already passed the type check.
-    """
-    if key == "call":
-        if _SESSION.fullmatch(payload["session"]) is None:
-            return ("session", "expected a session name [a-z0-9][a-z0-9-]{0,63}")
-        if len(payload["tool"]) > 1024:
-            return ("tool", "a tool name has at most 1024 characters")
-        if not canonical_within(payload["args"], _ARGS_DEPTH):
-            return ("args", "the arguments are not in canonical form (keys sorted)")
-    elif key == "decision":
-        ask = payload["outcome"].get("ask")
-        if ask is not None and not is_valid_ts(ask["expires_at"]):
-            return ("outcome.ask.expires_at", "expected a time YYYY-MM-DDTHH:MM:SS.ffffffZ")
-    elif key == "approval":
-        if (payload["verdict"] == "approved") != (payload["redecision"] is not None):
-            return ("redecision", "a redecision is present exactly when the verdict is approved")
-        return passkey_record_problem(key, payload)
-    elif key in ("passkey", "approval_attempt"):
-        return passkey_record_problem(key, payload)
-    elif key == "result":
-        output = payload["output"]
-        if output is not None and _HEX64.fullmatch(output["sha256"]) is None:
-            return ("output.sha256", "expected 64 lowercase hex digits")
-    elif key == "declassify":
-        if _SESSION.fullmatch(payload["session"]) is None:
-            return ("session", "expected a session name [a-z0-9][a-z0-9-]{0,63}")
-    elif key == "recovery" and _HEX64.fullmatch(payload["sha256"]) is None:
-        return ("sha256", "expected 64 lowercase hex digits")
-    return None
-
-
 # The compiled checkers (a faster twin of the converter; see _fastcheck):
 # one set builds the events, the other only checks them.
 _TAGGED_UNIONS: dict[Any, dict[str, type[Any]]] = {
@@ -593,5 +559,7 @@ _TAGGED_UNIONS: dict[Any, dict[str, type[Any]]] = {
     RedecisionOutcome: {"allowed": OutcomeAllowed, "denied": OutcomeDenied},
 }
 _FAST_EVENT = compile_checkers(
-    EVENT_TYPES, tagged=_TAGGED_UNIONS, json_names={(Declassify, "from_"): "from"}
+    {**EVENT_TYPES, "legacy call": Call}, tagged=_TAGGED_UNIONS,
+    json_names={(Declassify, "from_"): "from"},
 )
+_FAST_LEGACY_CALL = _FAST_EVENT.pop("legacy call")

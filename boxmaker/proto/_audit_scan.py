@@ -24,6 +24,7 @@ import attrs
 from ._audit import (
     EVENT_TYPES,
     ApprovalRecord,
+    BoundedCall,
     Call,
     DecisionOutcome,
     DecisionRecord,
@@ -36,13 +37,13 @@ from ._audit import (
     Recovery,
     RedecisionOutcome,
     ResultRecord,
-    canonical_within,
     dump_json,
     event_key,
     parse_record,
     scan_json,
 )
 from ._audit_passkey import PasskeyUse
+from ._audit_rules import canonical_within
 from ._convert import U64, JsonObject
 
 # A JSON string exactly as the encoder writes it (ensure_ascii): printable
@@ -75,9 +76,13 @@ _JSON_NAMES: dict[tuple[type[Any], str], str] = {(Declassify, "from_"): "from"}
 # Fields with a narrower form than their type, or captured for the verifier.
 _FIELDS: dict[tuple[type[Any], str], str] = {
     (Call, "session"): _SESSION,
+    (BoundedCall, "session"): _SESSION,
     (Declassify, "session"): _SESSION,
     (Call, "tool"): f"(?P<tool>{_STRING})",
+    (BoundedCall, "tool"): f"(?P<tool>{_STRING})",
     (Call, "args"): r"(?P<args>\{.*\})",
+    (BoundedCall, "args"): r"(?P<args>\{.*\})",
+    (BoundedCall, "omitted"): f'(?P<omitted>null|\\{{"bytes":{_U64},"sha256":"{_HEX64}"\\}})',
     (OutcomeAsk, "expires_at"): f'"(?P<expires>{_TS})"',
     (OutputDigest, "sha256"): f'"{_HEX64}"',
     (Recovery, "sha256"): f'"{_HEX64}"',
@@ -145,6 +150,8 @@ def _pattern(tp: Any, owner: type[Any] | None = None, name: str | None = None) -
 _EVENT_PATTERNS: dict[str, re.Pattern[str]] = {
     key: re.compile(_pattern(cls) + r"\}") for key, cls in EVENT_TYPES.items()
 }
+_LEGACY_CALL = re.compile(_pattern(Call) + r"\}")
+"""A call record of the form written before issue 11 (no `omitted`)."""
 
 _ARGS_DEPTH = 3
 _MAX_TOOL = 1024
@@ -193,6 +200,8 @@ def _scan(line: bytes) -> LineFacts | None:
     if pattern is None or key in _STRICT_ONLY:
         return None
     event = pattern.fullmatch(text, top.end())
+    if event is None and key == "call":
+        event = _LEGACY_CALL.fullmatch(text, top.end())
     seq, ts, prev = top.group("seq", "ts", "prev")
     if event is None or not _date_ok(ts[:10]):
         return None
@@ -223,6 +232,8 @@ def _call_ok(event: re.Match[str]) -> bool:
     if len(tool) > _MAX_TOOL + 2 and len(json.loads(tool)) > _MAX_TOOL:
         return False
     args = event.group("args")
+    if "omitted" in event.re.groupindex and event.group("omitted") != "null" and args != "{}":
+        return False  # omitted arguments are written as {}
     try:
         value, end = scan_json(args, 0)
         return (

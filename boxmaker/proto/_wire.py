@@ -82,6 +82,7 @@ DenialCode = Literal[
     "expired",
     "changed",
     "unsafe_target",
+    "approvals_exhausted",
 ]
 DENIAL_CODES: Final[tuple[DenialCode, ...]] = get_args(DenialCode)
 
@@ -97,6 +98,7 @@ DENIAL_RUNBOOKS: Final[Mapping[DenialCode, str | None]] = {
     "expired": None,
     "changed": None,
     "unsafe_target": None,
+    "approvals_exhausted": "docs/runbook.md#approvals-exhausted",
 }
 """broker.sock denial codes and the runbook pointer each carries."""
 

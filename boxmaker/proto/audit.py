@@ -6,6 +6,7 @@ from ._audit import (
     EVENT_TYPES,
     GENESIS_PREV,
     ApprovalRecord,
+    BoundedCall,
     Break,
     BreakFirst,
     Call,
@@ -16,6 +17,7 @@ from ._audit import (
     FailureKind,
     GrantsChanged,
     GrantsSummary,
+    OmittedArgs,
     OutcomeAllowed,
     OutcomeAsk,
     OutcomeDenied,
@@ -36,16 +38,17 @@ from ._audit import (
     encode_record,
     event_key,
     is_day_file_name,
-    is_valid_ts,
     line_hash,
     parse_record,
     record_to_json,
 )
+from ._audit_rules import is_valid_ts
 
 __all__ = [
     "EVENT_TYPES",
     "GENESIS_PREV",
     "ApprovalRecord",
+    "BoundedCall",
     "Break",
     "BreakFirst",
     "Call",
@@ -56,6 +59,7 @@ __all__ = [
     "FailureKind",
     "GrantsChanged",
     "GrantsSummary",
+    "OmittedArgs",
     "OutcomeAllowed",
     "OutcomeAsk",
     "OutcomeDenied",

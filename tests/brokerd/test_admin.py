@@ -15,7 +15,7 @@ def test_approval_view_is_whole() -> None:
         approval_id=482913, call_id=1207, session="s1", tool="http_fetch",
         args={"url": "https://docs.python.org/3/", "method": "GET"}, grant="docs-fetch",
         state=NEW_SESSION, requested_at="2026-11-29T07:00:00.000000Z",
-        expires_at="2026-11-29T07:10:00.000000Z", deadline=0.0, ask=None,
+        expires_at="2026-11-29T07:10:00.000000Z", deadline=0.0, ttl_s=600.0, ask=None,
         challenge=bytes(range(32)),
     )
     assert unstructure(approval_view(entry)) == {

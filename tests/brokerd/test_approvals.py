@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Callable
 
 import pytest
 import trio
@@ -22,7 +24,7 @@ def entry(table: PendingTable, deadline: float) -> PendingApproval:
     return PendingApproval(
         approval_id=table.new_id(), call_id=1, session="s", tool="echo", args={}, grant="g",
         state=NEW_SESSION, requested_at="2026-11-29T07:00:00.000000Z",
-        expires_at="2026-11-29T07:10:00.000000Z", deadline=deadline, ask=None,
+        expires_at="2026-11-29T07:10:00.000000Z", deadline=deadline, ttl_s=600.0, ask=None,
     )
 
 
@@ -32,11 +34,40 @@ def test_ids_are_six_digits_and_never_reused() -> None:
     assert len(ids) == 5000 and all(100_000 <= i <= 999_999 for i in ids)
 
 
+def counting_rng() -> Callable[[int], int]:
+    """Draws 0, 1, 2, ...: every draw is a new id until the space is full."""
+    counter = itertools.count()
+    return lambda n: next(counter) % n
+
+
 def test_ids_exhausted() -> None:
-    table = PendingTable(rng=lambda n: 0)
-    assert table.new_id() == 100_000
+    table = PendingTable(rng=counting_rng())
+    drawn = {table.new_id() for _ in range(900_000)}
+    assert drawn == set(range(100_000, 1_000_000))
     with pytest.raises(ApprovalIdsExhausted):
-        table._used.update(range(100_000, 1_000_000))
+        table.new_id()
+
+
+def test_a_crowded_table_still_finds_the_free_ids() -> None:
+    table = PendingTable(rng=lambda n: 0)  # every random draw hits a held id
+    drawn = [table.new_id() for _ in range(300)]
+    assert drawn == list(range(100_000, 100_300))
+
+
+def test_an_id_rests_for_twice_the_ttl_after_its_record() -> None:
+    now = [0.0]
+    table = PendingTable(rng=counting_rng(), clock=lambda: now[0])
+    first = table.new_id()
+    for _ in range(899_999):
+        table.new_id()
+    table.release(first, 1200.0)  # its approval record is durable now, ttl 600 s
+    now[0] = 1199.999
+    with pytest.raises(ApprovalIdsExhausted):
+        table.new_id()
+    assert table.held() == 900_000
+    now[0] = 1200.0
+    assert table.new_id() == first
+    with pytest.raises(ApprovalIdsExhausted):
         table.new_id()
 
 

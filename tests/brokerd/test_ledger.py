@@ -106,7 +106,7 @@ async def test_steps_queue_synchronously_and_wait_for_the_fsync(tmp_path: Path) 
     assert sorted(d.call_id for d in done) == [0, 2]
     assert fsync.calls <= 2  # group commit: the second step may share the first fsync
     kinds = [type(r.event).__name__ for r in lines(tmp_path)]
-    assert kinds == ["Call", "DecisionRecord", "Call", "DecisionRecord"]
+    assert kinds == ["BoundedCall", "DecisionRecord", "BoundedCall", "DecisionRecord"]
 
 
 async def test_settle_raises_the_taint_as_it_is_now(tmp_path: Path) -> None:

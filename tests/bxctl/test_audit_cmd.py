@@ -218,3 +218,21 @@ def test_progress_bar_only_on_a_terminal_for_a_big_log(log_dir: Path,
     assert json.loads(result.stdout)["ok"] is True  # stdout stays one JSON document
     monkeypatch.setattr(_audit_cmd, "PROGRESS_MIN_BYTES", 10**12)
     assert run("audit", "verify", str(log_dir), "--json").stderr == ""  # a small log: no bar
+
+
+def test_show_says_when_arguments_were_omitted(tmp_path: Path) -> None:
+    from boxmaker.proto._audit import BoundedCall, OmittedArgs
+
+    builder = LogBuilder("2026-11-29.jsonl")
+    builder.start()
+    builder.add(BoundedCall(session="s-1", tool="write_file", args={}, peer=Peer(uid=1, pid=2),
+                            omitted=OmittedArgs(bytes=20_971_520, sha256="ab" * 32)))
+    builder.add(BoundedCall(session="s-1", tool="echo", args={"text": "hi"},
+                            peer=Peer(uid=1, pid=2), omitted=None))
+    builder.write(tmp_path)
+    result = run("audit", "show", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    out = result.stdout.splitlines()
+    assert out[1].endswith(f"arguments omitted: 20971520 bytes, sha256 {'ab' * 32}")
+    assert out[2].endswith('{"text":"hi"}')
+    assert run("audit", "verify", str(tmp_path)).exit_code == 0

@@ -16,6 +16,7 @@ from typing import Any
 from boxmaker.proto._audit import (
     GENESIS_PREV,
     ApprovalRecord,
+    BoundedCall,
     Break,
     BreakFirst,
     Call,
@@ -23,6 +24,7 @@ from boxmaker.proto._audit import (
     Declassify,
     GrantsChanged,
     GrantsSummary,
+    OmittedArgs,
     OutcomeAllowed,
     OutcomeAsk,
     OutcomeDenied,
@@ -240,6 +242,10 @@ def one_of_each() -> list[Any]:
         Recovery(file="2026-11-29.jsonl", line=14, bytes=37, sha256=HEX),
         Break(first=BreakFirst(file="2026-11-28.jsonl", line=77, kind="hash_mismatch"),
               failures=1, by=1000),
+        BoundedCall(session="c-1", tool="http_fetch", args={"url": "https://x/"},
+                    peer=Peer(uid=1000, pid=77), omitted=None),
+        BoundedCall(session="c-1", tool="write_file", args={}, peer=Peer(uid=1000, pid=77),
+                    omitted=OmittedArgs(bytes=20_971_520, sha256=HEX)),
     ]
 
 

@@ -183,7 +183,7 @@ async def test_a_private_address_without_private_network_is_unsafe(
     outcome = await runtime.run(fetch_spec(f"http://{HOST}:{server.port}/page", False))
     assert outcome.status == "unsafe_target"
     assert outcome.output is None
-    assert "not a global address" in (outcome.message or "")
+    assert "without private_network = true" in (outcome.message or "")
     assert time.monotonic() - began < 0.5  # nothing was started
     assert server.connections == 0
 

@@ -22,6 +22,7 @@ from boxmaker.proto._audit import (
     day_file_name,
     encode_record,
     event_key,
+    event_type,
     is_day_file_name,
     line_hash,
     parse_record,
@@ -43,7 +44,9 @@ def test_every_event_round_trips(event: Any) -> None:
     document = json.loads(line)
     assert list(document) == ["seq", "ts", "prev", event_key(event)]
     # The converter (the authority) agrees with the fast checker.
-    cls = EVENT_TYPES[event_key(event)]
+    cls = type(event)  # a call record without `omitted` is the older form, still read
+    assert cls is EVENT_TYPES[event_key(event)] or (cls is Call and "omitted" not in document[
+        "call"])
     assert structure(document[event_key(event)], cls) == event
 
 
@@ -206,7 +209,7 @@ def test_fast_checker_agrees_with_converter(event: Any, data: st.DataObject) -> 
         target[path[-1]].pop(next(iter(target[path[-1]])))
     line = json.dumps(document, separators=(",", ":")).encode()
     try:
-        authority: Any = structure(document[key], EVENT_TYPES[key])
+        authority: Any = structure(document[key], event_type(key, document[key]))
     except DecodeError:
         authority = None
     try:

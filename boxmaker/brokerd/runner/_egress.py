@@ -15,69 +15,31 @@ import logging
 import os
 import re
 import socket
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import attrs
 import trio
 
 from ...proto._escape import escape_line
+from ._addresses import IPAddress, address_problem, embedded_ipv4, vet_addresses
 from ._mounts import UnsafeTarget
 
 log = logging.getLogger("boxmaker.brokerd.runner.egress")
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+__all__ = [  # the address checks live in _addresses; re-exported for the runner
+    "EgressProxy", "IPAddress", "ResolveError", "Resolver", "Seal", "address_problem",
+    "embedded_ipv4", "open_unix_listener", "split_url", "system_resolver", "vet_addresses",
+]
+
 Resolver = Callable[[str, int], Awaitable[list[IPAddress]]]
 
-_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 _SOCKS_TIMEOUT_S = 10.0
 _CONNECT_TIMEOUT_S = 10.0
 
 
 class ResolveError(Exception):
     """The host did not resolve (the environment's or the name's fault)."""
-
-
-# -- address checks (pure) ----------------------------------------------------
-
-
-def embedded_ipv4(address: IPAddress) -> list[ipaddress.IPv4Address]:
-    """IPv4 addresses carried inside an IPv6 address (mapped, 6to4, Teredo, NAT64)."""
-    if isinstance(address, ipaddress.IPv4Address):
-        return []
-    found: list[ipaddress.IPv4Address] = []
-    if address.ipv4_mapped is not None:
-        found.append(address.ipv4_mapped)
-    if address.sixtofour is not None:
-        found.append(address.sixtofour)
-    if address.teredo is not None:
-        found.extend(address.teredo)
-    if address in _NAT64:
-        found.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
-    return found
-
-
-def address_problem(address: IPAddress, private_network: bool) -> str | None:
-    """Why `address` may not be reached, or None when it may."""
-    for candidate in [address, *embedded_ipv4(address)]:
-        if candidate.is_multicast:
-            return f"{address} is a multicast address"
-        if candidate.is_unspecified:
-            return f"{address} is an unspecified address"
-        if not private_network and not candidate.is_global:
-            return f"{address} is not a global address"
-    return None
-
-
-def vet_addresses(addresses: Sequence[IPAddress], private_network: bool) -> str | None:
-    """Why the set may not be reached (every address must pass), or None."""
-    if not addresses:
-        return "the name has no addresses"
-    for address in addresses:
-        problem = address_problem(address, private_network)
-        if problem is not None:
-            return problem
-    return None
 
 
 async def system_resolver(host: str, port: int) -> list[IPAddress]:
