@@ -370,6 +370,7 @@ WITNESS_KEY = ("systemd-run -P -p DynamicUser=yes -p User=boxmaker-witness "
                "-p StateDirectory=boxmaker-witness -p StateDirectoryMode=0700 "
                f"{BX}/boxmaker witness key --config /etc/boxmaker/witness.toml")
 ORIGIN = "https://box.example.net:8443"  # deploy/config/approvals.toml's example
+LOCKED = {"NoNewPrivs": "1", "Seccomp": "2", "CapBnd": "0" * 16, "CapEff": "0" * 16}
 
 
 def test_the_witness_cosigns_the_checkpoints_brokerd_pushes(stack: Stack) -> None:
@@ -385,6 +386,7 @@ def test_the_witness_cosigns_the_checkpoints_brokerd_pushes(stack: Stack) -> Non
     # Type=notify: "active (running)" only once it sent READY=1, under its hardening.
     assert props == {"ActiveState": "active", "SubState": "running", "Type": "notify",
                      "NRestarts": "0", "PrivateUsers": "yes", "DynamicUser": "yes"}
+    assert box.sandbox(WITNESS) == LOCKED, box.sandbox(WITNESS)
     # deploy/README.md: brokerd.toml names the witness; brokerd restarted.
     box.sh("sed -i 's|^interval_ms = 10000$|&\\nwitnesses = [{url = \""
            f"{WITNESS_URL}\", key = \"{witness_key}\"}}]|' /etc/boxmaker/brokerd.toml"
@@ -392,9 +394,7 @@ def test_the_witness_cosigns_the_checkpoints_brokerd_pushes(stack: Stack) -> Non
            "/etc/boxmaker/brokerd.toml && systemctl restart boxmaker-brokerd@alice.service")
 
     def cosigned() -> dict[str, Any]:
-        status = json.loads(stack.bxctl("status --json").stdout)
-        witness: dict[str, Any] = status["checkpoints"]["witnesses"][0]
-        return witness
+        return dict(json.loads(stack.bxctl("status --json").stdout)["checkpoints"]["witnesses"][0])
     try:
         wait_for(lambda: cosigned()["size"] is not None, "cosigned checkpoint", timeout=120)
     except AssertionError as exc:
@@ -434,6 +434,7 @@ def test_the_approval_page_serves_its_origin_and_reaches_admin_sock(stack: Stack
     props = stack.show(APPROVALS, "ActiveState", "SubState", "Type", "NRestarts", "UID")
     assert props == {"ActiveState": "active", "SubState": "running", "Type": "notify",
                      "NRestarts": "0", "UID": "1000"}, box.out(f"journalctl -u {APPROVALS}")
+    assert box.sandbox(APPROVALS) == LOCKED, box.sandbox(APPROVALS)
     journal = box.out(f"journalctl -u {APPROVALS} -o cat")
     assert f"approval page: {ORIGIN}/" in journal, journal
     page = f"{BX}/python /srv/bxsd/page.py /var/lib/boxmaker/approvals/ca.pem {ORIGIN}"
@@ -447,8 +448,7 @@ def test_the_approval_page_serves_its_origin_and_reaches_admin_sock(stack: Stack
     assert stack.show(brokerd, "ActiveState")["ActiveState"] in ("active", "activating")
     enrol = stack.bxctl("passkey add --name phone --no-qr").stdout
     link = next(w for w in enrol.split() if w.startswith(f"{ORIGIN}/enrol#"))
-    out = box.out(f"{page} '{link.split('#', 1)[1]}'")
-    found = json.loads(out)
+    found = json.loads(box.out(f"{page} '{link.split('#', 1)[1]}'"))
     assert found["index"]["status"] == 200 and found["index"]["html"], found
     assert "default-src 'self'" in found["index"]["csp"], found
     assert found["state"] == {"status": 200, "origin": ORIGIN}, found
