@@ -1,7 +1,8 @@
 """The approval page's client of brokerd's admin.sock (one request per connection).
 
 Before sending anything it checks with SO_PEERCRED that the socket is served
-by brokerd's uid, so a planted socket cannot show fake approvals; it waits at
+by brokerd's uid, so a planted socket cannot show fake approvals (or by pid 1,
+on the connection with which systemd starts brokerd: `served_by`); it waits at
 most 30 s for the answer.  Every failure is `AdminUnreachable`.
 """
 
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import trio
 
-from .._unix import peer_credentials
+from .._unix import peer_credentials, served_by
 from ..proto._convert import U64
 from ..proto._errors import DecodeError
 from ..proto._framing import FrameDecoder, encode_frame
@@ -47,10 +48,10 @@ class AdminPort:
                 except OSError as exc:
                     raise AdminUnreachable(f"cannot reach brokerd at {where} "
                                            f"({exc.strerror or exc})") from None
-                uid = peer_credentials(sock).uid
-                if uid != self.brokerd_uid:
-                    raise AdminUnreachable(f"{where} is served by uid {uid}, not brokerd's "
-                                           f"uid {self.brokerd_uid}")
+                server = peer_credentials(sock)
+                if not served_by(server, self.brokerd_uid):
+                    raise AdminUnreachable(f"{where} is served by uid {server.uid}, not "
+                                           f"brokerd's uid {self.brokerd_uid}")
                 request = AdminRequest(id=U64(1), body=body)
                 stream = trio.SocketStream(sock)
                 try:

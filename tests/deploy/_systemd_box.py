@@ -5,7 +5,7 @@
   image id under ~/.cache/boxmaker/bxsd/, to be loaded by the podman inside.
 - `host_cgroup_mounts()`: the host's cgroup mounts, to compare before and after.
 - `Box`: one booted container (named bxsd-..., removed by `remove`), with
-  `sh` (bash -c inside, checked), `popen` and `wait_running`.
+  `sh` (bash -c inside, checked), `popen`, `wait_running` and `sandbox`.
 
 Host safety (issue 18): /sys/fs/cgroup is never bind-mounted, and systemd
 always gets systemd.legacy_systemd_cgroup_controller=1 (without it, it turns
@@ -113,6 +113,13 @@ class Box:
 
     def out(self, script: str, **kwargs: object) -> str:
         return self.sh(script, **kwargs).stdout  # type: ignore[arg-type]
+
+    def sandbox(self, unit: str) -> dict[str, str]:
+        """What the kernel says of a unit's main process: no new privileges, seccomp
+        mode, bounding and effective capabilities."""
+        pid = self.out(f"systemctl show -p MainPID --value {unit}").strip()
+        lines = self.out(f"grep -E '^(NoNewPrivs|Seccomp|CapBnd|CapEff):' /proc/{pid}/status")
+        return dict(line.split(":\t", 1) for line in lines.splitlines())
 
     def popen(self, script: str) -> subprocess.Popen[str]:
         return subprocess.Popen(["podman", "exec", self.name, "bash", "-c", script],

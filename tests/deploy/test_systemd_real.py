@@ -16,7 +16,13 @@ Phase 1, the owner alice (uid 1000), brokerd as alice with rootless podman:
   loopback, and no AF_INET socket at all;
 - bxctl, as alice, approves an `ask` call that loopd sent;
 - rootless podman runs inside brokerd's unit (on a cgroup v1 host brokerd
-  then refuses it for limits it would not enforce, as 08-runner says).
+  then refuses it for limits it would not enforce, as 08-runner says);
+- the witness (boxmaker-witness.service, installed as deploy/README.md says)
+  reports READY under its hardening, and cosigns the checkpoints brokerd pushes
+  to it: `bxctl status` shows the cosigned size, `audit verify --witness` ok;
+- the approval page (boxmaker-approvals@alice.service) reports READY, serves its
+  origin over TLS on the container's loopback, reaches admin.sock as alice (its
+  first request is the one that starts brokerd), and refuses a foreign Host.
 Phase 2, deploy/dropins/rootful-podman.conf (brokerd@root with rootful podman,
 nested, storage driver vfs): a read_file through the whole chain (scripted
 llama-server stand-in on the container's loopback, inferproxy, loopd,
@@ -63,7 +69,7 @@ install -D -m 0644 deploy/sysusers.d/boxmaker.conf /etc/sysusers.d/boxmaker.conf
 systemd-sysusers /etc/sysusers.d/boxmaker.conf
 OWNER_UID=$(id -u "$OWNER"); LOOPD_UID=$(id -u boxmaker-loopd)
 install -d -m 0755 /etc/boxmaker
-for f in brokerd loopd inferproxy bxctl; do
+for f in brokerd loopd inferproxy bxctl approvals; do
   sed -e "s/\b1000\b/$OWNER_UID/g" -e "s/\b995\b/$LOOPD_UID/g" \
     "deploy/config/$f.toml" > "/etc/boxmaker/$f.toml"
   chmod 0644 "/etc/boxmaker/$f.toml"
@@ -130,7 +136,7 @@ def stage(tmp: Path) -> Path:
     for name in ("tests/__init__.py", "tests/fakes/__init__.py", "tests/fakes/llama_server.py"):
         shutil.copy(REPO / name, root / name)
     shutil.copytree(REPO / "fixtures" / "llama-server", root / "fixtures" / "llama-server")
-    for name in ("probe.py", "load.py", "rootless-probe.sh"):
+    for name in ("probe.py", "load.py", "rootless-probe.sh", "page.py"):
         shutil.copy(Path(__file__).parent / "incontainer" / name, root / name)
     (root / "grants-alice.toml").write_text(grant("ask", ["/srv/notes"]))
     (root / "grants-root.toml").write_text(
@@ -322,11 +328,10 @@ def test_the_owner_approves_an_ask_call_with_bxctl(stack: Stack) -> None:
     wait_for(lambda: stack.show(unit, "SubState")["SubState"] == "running", "start-post")
     journal = stack.box.out(f"journalctl -u {unit} -o cat")
     assert "BXSD-ROOTLESS 42" in journal, journal[-3000:]
-    status = stack.bxctl("status").stdout
-    runner = next(line for line in status.splitlines() if line.startswith("runner"))
-    assert "podman does not run" not in runner, runner
-    if "unavailable" in runner:  # a cgroup v1 or hybrid host, like these machines
-        assert "podman is rootless on cgroup v1" in runner, runner
+    runner = json.loads(stack.bxctl("status --json").stdout)["runner"]
+    assert "podman does not run" not in (runner["reason"] or ""), runner
+    if not runner["ok"]:  # a cgroup v1 or hybrid host, like these machines
+        assert "podman is rootless on cgroup v1" in runner["reason"], runner
 
 
 def test_brokerd_as_the_owner_stops_cleanly_after_rootless_podman(stack: Stack) -> None:
@@ -345,6 +350,115 @@ def test_brokerd_as_the_owner_stops_cleanly_after_rootless_podman(stack: Stack) 
     assert stops == [{"reason": "shutdown"}]
 
 
+# -- the witness and the approval page (issues 15, 16), brokerd still as alice ------
+
+WITNESS = "boxmaker-witness.service"
+APPROVALS = "boxmaker-approvals@alice.service"
+WITNESS_URL = "http://127.0.0.1:8440"
+# deploy/README.md, "A witness on another machine" (here: the same container).
+WITNESS_INSTALL = r"""
+set -euo pipefail
+cd /srv/bxsd/checkout
+install -m 0644 deploy/config/witness.toml /etc/boxmaker/witness.toml
+install -m 0644 deploy/systemd/boxmaker-witness.service /etc/systemd/system/
+sed -i -e 's|^origin = .*|origin = "{origin}"|' -e 's|^key = .*|key = "{log_key}"|' \
+  /etc/boxmaker/witness.toml
+systemctl daemon-reload
+systemctl enable --now boxmaker-witness.service
+"""
+WITNESS_KEY = ("systemd-run -P -p DynamicUser=yes -p User=boxmaker-witness "
+               "-p StateDirectory=boxmaker-witness -p StateDirectoryMode=0700 "
+               f"{BX}/boxmaker witness key --config /etc/boxmaker/witness.toml")
+ORIGIN = "https://box.example.net:8443"  # deploy/config/approvals.toml's example
+LOCKED = {"NoNewPrivs": "1", "Seccomp": "2", "CapBnd": "0" * 16, "CapEff": "0" * 16}
+
+
+def test_the_witness_cosigns_the_checkpoints_brokerd_pushes(stack: Stack) -> None:
+    box = stack.box
+    log_key = stack.bxctl("audit key").stdout.strip()
+    origin = log_key.split("+")[0]
+    box.sh(WITNESS_INSTALL.replace("{origin}", origin).replace("{log_key}", log_key))
+    witness_key = box.out(WITNESS_KEY).strip()
+    assert witness_key.startswith("nas.example/boxmaker-witness+"), witness_key
+    props = stack.show(WITNESS, "ActiveState", "SubState", "Type", "NRestarts", "UID",
+                       "PrivateUsers", "DynamicUser")
+    assert props.pop("UID") not in ("0", "1000", "[not set]"), props
+    # Type=notify: "active (running)" only once it sent READY=1, under its hardening.
+    assert props == {"ActiveState": "active", "SubState": "running", "Type": "notify",
+                     "NRestarts": "0", "PrivateUsers": "yes", "DynamicUser": "yes"}
+    assert box.sandbox(WITNESS) == LOCKED, box.sandbox(WITNESS)
+    # deploy/README.md: brokerd.toml names the witness; brokerd restarted.
+    box.sh("sed -i 's|^interval_ms = 10000$|&\\nwitnesses = [{url = \""
+           f"{WITNESS_URL}\", key = \"{witness_key}\"}}]|' /etc/boxmaker/brokerd.toml"
+           f" && runuser -u alice -- {BX}/brokerd check-config --config "
+           "/etc/boxmaker/brokerd.toml && systemctl restart boxmaker-brokerd@alice.service")
+
+    def cosigned() -> dict[str, Any]:
+        return dict(json.loads(stack.bxctl("status --json").stdout)["checkpoints"]["witnesses"][0])
+    try:
+        wait_for(lambda: cosigned()["size"] is not None, "cosigned checkpoint", timeout=120)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: {cosigned()}\n"
+                             + box.out(f"journalctl -u {WITNESS} -o cat")[-3000:]) from None
+    size = cosigned()["size"]
+    assert cosigned()["name"] == "nas.example/boxmaker-witness", cosigned()
+    wide = box.out(f"runuser -u alice -- env COLUMNS=200 {BXCTL} status")
+    assert f"· cosigned size {size} · " in wide, wide
+    # The witness keeps what it cosigned (GET /latest/<origin>), and the owner's
+    # bxctl verifies the log against it.
+    note = box.out(f"{BX}/python -c \"import sys, urllib.parse, urllib.request; print("
+                   f"urllib.request.urlopen('{WITNESS_URL}/latest/' + urllib.parse.quote("
+                   "sys.argv[1], safe=''), timeout=30).read().decode())\" " f"'{origin}'")
+    assert note.splitlines()[:2] == [origin, str(size)], note
+    verify = stack.bxctl(f"audit verify --witness-key '{witness_key}' --witness "
+                         f"{WITNESS_URL} --json", check=False)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert json.loads(verify.stdout)["checkpoint"]["verdict"] == "ok", verify.stdout
+    journal = box.out(f"journalctl -u {WITNESS} -o cat")
+    assert f"cosigned {origin} at size {size}" in journal, journal[-3000:]
+
+
+def test_the_approval_page_serves_its_origin_and_reaches_admin_sock(stack: Stack) -> None:
+    box = stack.box
+    # deploy/README.md, "The approval page": brokerd.toml names the page's origin.
+    # brokerd and its sockets are stopped and the sockets made anew, as at boot, so
+    # the page's first request to admin.sock starts brokerd (and sees pid 1 serve it).
+    sockets = "boxmaker-broker@alice.socket boxmaker-admin@alice.socket"
+    box.sh("set -euo pipefail; sed -i 's|^ttl_ms = 600000$|&\\nrp_id = \"box.example.net\"\\n"
+           f"origins = [\"{ORIGIN}\"]|' /etc/boxmaker/brokerd.toml"
+           f" && runuser -u alice -- {BX}/brokerd check-config --config "
+           f"/etc/boxmaker/brokerd.toml && systemctl stop boxmaker-brokerd@alice.service {sockets}"
+           f" && systemctl start {sockets}"
+           " && install -d -o alice -m 0700 /var/lib/boxmaker/approvals"
+           f" && systemctl enable --now {APPROVALS}")
+    props = stack.show(APPROVALS, "ActiveState", "SubState", "Type", "NRestarts", "UID")
+    assert props == {"ActiveState": "active", "SubState": "running", "Type": "notify",
+                     "NRestarts": "0", "UID": "1000"}, box.out(f"journalctl -u {APPROVALS}")
+    assert box.sandbox(APPROVALS) == LOCKED, box.sandbox(APPROVALS)
+    journal = box.out(f"journalctl -u {APPROVALS} -o cat")
+    assert f"approval page: {ORIGIN}/" in journal, journal
+    page = f"{BX}/python /srv/bxsd/page.py /var/lib/boxmaker/approvals/ca.pem {ORIGIN}"
+    brokerd = "boxmaker-brokerd@alice.service"
+    assert stack.show(brokerd, "ActiveState")["ActiveState"] == "inactive"
+    # admin.sock reached, as the owner: the first request starts brokerd (socket
+    # activation; the page accepts pid 1 on that connection), and brokerd answers.
+    first = json.loads(box.out(page))
+    assert first["login_options"] == {"status": 409, "code": "no_passkey"}, (
+        first, box.out(f"journalctl -u {APPROVALS} -u {brokerd} -o cat")[-3000:])
+    assert stack.show(brokerd, "ActiveState")["ActiveState"] in ("active", "activating")
+    enrol = stack.bxctl("passkey add --name phone --no-qr").stdout
+    link = next(w for w in enrol.split() if w.startswith(f"{ORIGIN}/enrol#"))
+    found = json.loads(box.out(f"{page} '{link.split('#', 1)[1]}'"))
+    assert found["index"]["status"] == 200 and found["index"]["html"], found
+    assert "default-src 'self'" in found["index"]["csp"], found
+    assert found["state"] == {"status": 200, "origin": ORIGIN}, found
+    assert found["login_options"] == {"status": 409, "code": "no_passkey"}, found
+    assert found["enrol_options"] == {"status": 200, "rp_id": "box.example.net",
+                                      "action": "add", "name": "phone"}, found
+    for name in ("foreign_get", "foreign_state", "foreign_post"):
+        assert found[name] == {"status": 421, "code": "wrong_host"}, (name, found)
+
+
 # -- phase 2: brokerd@root with rootful podman (deploy/dropins/rootful-podman.conf) ----
 
 
@@ -353,7 +467,7 @@ def rootful(stack: Stack) -> Stack:
     box = stack.box
     box.sh("systemctl disable --now --quiet boxmaker-broker@alice.socket "
            "boxmaker-admin@alice.socket boxmaker-loop@alice.socket"
-           " && systemctl stop boxmaker-brokerd@alice.service boxmaker-loopd.service"
+           f" && systemctl stop boxmaker-brokerd@alice.service boxmaker-loopd.service {APPROVALS}"
            " && mv /var/lib/boxmaker /var/lib/boxmaker.alice"
            " && chown -R root:root /srv/notes && chmod 0644 /srv/notes/a.txt"
            " && install -d -m 0755 /srv/load-allowed")
@@ -455,7 +569,8 @@ EXPOSURE = re.compile(r"Overall exposure level for (\S+): (\d+\.\d) (\w+)")
 README_EXPOSURE = re.compile(
     r"^\| `(boxmaker-[^`]+)` \| ([\d.]+ \w+|—) \| ([\d.]+) (\w+) \|", re.MULTILINE)
 ANALYZED = ("boxmaker-loopd.service", "boxmaker-inferproxy.service",
-            "boxmaker-brokerd@alice.service", "boxmaker-brokerd@root.service")
+            "boxmaker-brokerd@alice.service", "boxmaker-brokerd@root.service", WITNESS,
+            APPROVALS)
 
 
 def test_systemd_analyze_security_matches_the_readme(rootful: Stack) -> None:
