@@ -39,6 +39,11 @@ Elsewhere: bxctl audit show (what happened), bxctl grants explain (what a call w
 """
 
 
+def _verb(table: dict[str, str], tool: str, gerund: bool = False) -> str:
+    """The tool's verb; a tool without one is named ("uses echo")."""
+    return table.get(tool) or f"{'using' if gerund else 'uses'} {tool}"
+
+
 def _shown_path(path: str, user_home: Path) -> str:
     home = str(user_home).rstrip("/")
     if home and (path == home or path.startswith(home + "/")):
@@ -49,7 +54,9 @@ def _shown_path(path: str, user_home: Path) -> str:
 def _targets(grant: Grant, user_home: Path) -> list[str]:
     if grant.tool == "http_fetch":
         return [h.text for h in grant.hosts] or ["any host"]
-    return [_shown_path(p, user_home) for p in grant.paths] or ["anywhere"]
+    if grant.paths:
+        return [_shown_path(p, user_home) for p in grant.paths]
+    return ["anywhere"] if grant.tool in _VERB else [""]  # echo takes no paths
 
 
 def _join(words: Sequence[str], last: str) -> str:
@@ -71,15 +78,16 @@ def grants_summary(grants: Sequence[Grant], user_home: Path) -> str:
             if each_mode != mode:
                 continue
             if mode == "allow":
-                verbs = [_BARE[t] if len(tools) > 1 else _VERB[t] for t in tools]
+                verbs = [_verb(_BARE if len(tools) > 1 else _VERB, t) for t in tools]
                 parts.append(f"{_join(verbs, 'and')} {target}")
             elif mode == "ask":
-                parts.append(f"asks before {_join([_GERUND[t] for t in tools], 'or')} {target}")
+                gerunds = [_verb(_GERUND, t, gerund=True) for t in tools]
+                parts.append(f"asks before {_join(gerunds, 'or')} {target}")
             else:
-                parts.append(f"never {_join([_BARE[t] for t in tools], 'or')} {target}")
+                parts.append(f"never {_join([_verb(_BARE, t) for t in tools], 'or')} {target}")
     if not parts:
         return "no grants: every tool call is refused (docs/grants.md)"
-    line = escape_line("; ".join(parts))
+    line = escape_line("; ".join(part.strip() for part in parts))
     if len(line) > SUMMARY_MAX:
         line = line[:SUMMARY_MAX] + f"… ({len(grants)} grants: bxctl grants check)"
     return line

@@ -30,6 +30,12 @@ def test_the_starter_grants_in_one_line(tmp_path: Path, monkeypatch) -> None:  #
         "never reads or lists ~/.ssh")
 
 
+def test_a_tool_without_a_verb_is_named() -> None:
+    state = parse_grant_texts({"x.toml": '[[grant]]\nid = "e"\ntool = "echo"\nmode = "ask"\n'})
+    assert isinstance(state, GrantSet)
+    assert grants_summary(state.grants, Path("/home/x")) == "asks before using echo"
+
+
 def test_no_grants_and_long_grants() -> None:
     assert grants_summary([], Path("/home/x")).startswith("no grants")
     many = "\n".join(
