@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import subprocess
 import sys
 import tomllib
 from functools import partial
@@ -26,7 +28,14 @@ from ._local import (
 )
 from ._models import DEFAULT_MODEL, MODELS, ModelSpec
 from ._owned import is_owned, rewrite_owned
-from ._tools import ToolsSetup, find_tools_image, prune_tools_images, set_up_tools
+from ._tools import (
+    ToolsSetup,
+    find_tools_image,
+    missing_commands,
+    prune_tools_images,
+    scripts_dir,
+    set_up_tools,
+)
 from ._up import ChildFailed, ChildSpec, run_stack
 
 __all__ = ["cli", "find_tools_image", "main"]
@@ -102,11 +111,49 @@ def _say(text: str) -> None:
 
 
 def _confirm(question: str) -> bool:
-    """Ask once when stdin is a terminal; without one, go ahead (the owner ran up)."""
+    """Ask when stdin is a terminal; without one, go ahead (the owner ran up)."""
     if sys.stdin is not None and sys.stdin.isatty():
         return click.confirm(question, default=True, err=True)
-    _say(f"{question} No terminal to ask: going ahead (--no-tools goes without).")
+    _say(f"{question} No terminal to ask: going ahead.")
     return True
+
+
+class AptConsent:
+    """The one question about Debian packages, asked at most once per run, for all of them."""
+
+    def __init__(self, packages: list[str]) -> None:
+        self.packages = packages
+        self.answer: bool | None = None
+
+    def __call__(self, _question: str = "") -> bool:
+        if self.answer is None:
+            self.answer = _confirm(
+                f"boxmaker needs {', '.join(self.packages)} from Debian. Install "
+                f"{'it' if len(self.packages) == 1 else 'them'} with apt-get now (needs root, "
+                "or sudo; about a minute)? (--no-tools leaves out podman)")
+        return self.answer
+
+
+def _compiler_missing() -> list[str]:
+    return [pkg for pkg, commands in (("cmake", ("cmake",)), ("g++", ("c++", "cc")))
+            if any(shutil.which(c) is None for c in commands)]
+
+
+def _get_compiler(consent: AptConsent) -> None:
+    """cmake and g++ for the llama-server build, when it is still to be done."""
+    if not _compiler_missing():
+        return
+    scripts = scripts_dir()
+    advice = ("run `sudo scripts/get-compiler` (or install cmake and g++), then ./scripts/up "
+              "again; or use a running llama-server with --inference URL")
+    if scripts is None or not consent():
+        raise click.ClickException(f"llama-server is built from source and needs cmake and g++: "
+                                   f"{advice}")
+    _say("installing cmake and g++ with apt-get (about a minute)")
+    done = subprocess.run([str(scripts / "get-compiler")], stdin=subprocess.DEVNULL,
+                          stdout=sys.stderr, check=False)
+    if done.returncode != 0 or _compiler_missing():
+        raise click.ClickException(f"installing cmake and g++ failed (see above): {advice}")
 
 
 def _runner_image(home: Path) -> str | None:
@@ -120,7 +167,8 @@ def _runner_image(home: Path) -> str | None:
     return image if isinstance(image, str) else None
 
 
-def _tools(home: Path, no_tools: bool, scripts: Path | None = None) -> ToolsSetup | None:
+def _tools(home: Path, no_tools: bool, scripts: Path | None = None,
+           consent: AptConsent | None = None) -> ToolsSetup | None:
     """Set up podman and the tools image when up may choose the runner; None when it may not."""
     if (home / "brokerd.toml").exists() and not is_owned(home, "brokerd.toml"):
         _say(f"{home / 'brokerd.toml'} was edited since up wrote it (or up did not write "
@@ -128,7 +176,8 @@ def _tools(home: Path, no_tools: bool, scripts: Path | None = None) -> ToolsSetu
         return None
     if no_tools:
         return ToolsSetup(image=None, advice="--no-tools: tools are not set up")
-    return set_up_tools(confirm=_confirm, say=_say, scripts=scripts)
+    return set_up_tools(confirm=consent or AptConsent(missing_commands()), say=_say,
+                        scripts=scripts)
 
 
 def _reconcile(home: Path, tools: ToolsSetup | None, created: bool) -> None:
@@ -212,7 +261,15 @@ def up(home: Path | None, url: str | None, local_model: bool, no_chat: bool,
         )
     extra: list[ChildSpec] = []
     max_tokens: int | None = None
+    # Every Debian package this run needs, asked about once.
+    tools_wanted = not no_tools and (not (home / "brokerd.toml").exists()
+                                     or is_owned(home, "brokerd.toml"))
+    compiler = (_compiler_missing() if use_local and not LocalModel.in_cache(
+        _local_spec()).server.is_file() else [])
+    consent = AptConsent(compiler + (missing_commands() if tools_wanted else []))
     if use_local:
+        if compiler:
+            _get_compiler(consent)
         local, port = _prepare_local(home)
         upstream = f"http://127.0.0.1:{port}"
         slots, n_ctx, max_tokens = SLOTS, N_CTX_PER_SLOT, 512
@@ -227,7 +284,7 @@ def up(home: Path | None, url: str | None, local_model: bool, no_chat: bool,
         slots, n_ctx = 4, 262144
         if not (home / "loopd.toml").exists():
             slots, n_ctx = _probe_server(upstream) or (slots, n_ctx)
-    tools = _tools(home, no_tools)
+    tools = _tools(home, no_tools, consent=consent)
     starter = write_starter_home(home, upstream=upstream, slots=slots, n_ctx_per_slot=n_ctx,
                                  tools_image=tools.image if tools else None,
                                  max_tokens=max_tokens)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from boxmaker.stack._cli import _reconcile, _tools
+from boxmaker.stack._cli import AptConsent, _reconcile, _tools
 from boxmaker.stack._home import brokerd_toml, write_starter_home
 from boxmaker.stack._owned import (
     OWNED_FILE,
@@ -121,3 +121,11 @@ def test_the_runner_follows_the_tools_image(tmp_path: Path, capsys: pytest.Captu
     assert "its [runner] is yours" in capsys.readouterr().err
     _reconcile(home, None, created=False)
     assert (home / "brokerd.toml").read_text() == edited
+
+
+def test_debian_packages_are_asked_about_once(capsys: pytest.CaptureFixture[str]) -> None:
+    consent = AptConsent(["cmake", "g++", "podman"])
+    assert consent("the compiler") and consent("podman")  # no terminal here: go ahead
+    said = capsys.readouterr().err
+    assert said.count("Install them with apt-get now") == 1
+    assert "cmake, g++, podman" in said and "No terminal to ask: going ahead" in said
