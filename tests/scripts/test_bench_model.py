@@ -41,6 +41,7 @@ def test_a_good_answer_scores_clean() -> None:
                               [("list_dir", {"path": "/u/notes/"})]))
     assert (row["words"], row["tmpl"], row["echo"], row["limit"], row["calls"], row["right"]) == (
         1, 0, 0, 0, 1, 1)
+    assert row["clean"] == 1
 
 
 def test_garbage_is_counted() -> None:
@@ -51,6 +52,7 @@ def test_garbage_is_counted() -> None:
                               "length", [("read_file", {"path": "/etc/passwd"})]))
     assert row["tmpl"] == 3 and row["echo"] == 1 and row["limit"] == 1
     assert row["calls"] == 1 and row["right"] == 0
+    assert row["words"] == 1 and row["clean"] == 0
 
 
 def test_a_fetch_is_right_only_on_the_expected_host() -> None:
