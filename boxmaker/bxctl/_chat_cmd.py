@@ -16,12 +16,15 @@ import os
 import signal
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any, TextIO
 
 import attrs
 import click
 import trio
 
+from ..policy._load import GrantsMissing, load_grants
+from ..policy._model import GrantSet
 from ..proto._escape import escape_line, escape_text
 from ..proto._json import dumps_terminal
 from ..proto._wire import ErrorAnswer, is_name
@@ -36,6 +39,8 @@ from ..proto._wire_admin import (
 from ..proto._wire_loop import (
     ApprovalPendingEvent,
     Done,
+    LoopStatus,
+    LoopStatusRequest,
     SayRequest,
     TextEvent,
     ToolCallEvent,
@@ -45,6 +50,7 @@ from ..proto._wire_loop import (
 from . import _chat_render as render
 from ._admin_client import DaemonUnreachable, request_async
 from ._admin_cmd import render_approval
+from ._chat_banner import HELP, banner_lines, grants_summary
 from ._cli import App, pass_app, text_arg
 from ._config import BxctlConfig
 from ._loop_client import LoopConnection, Undecodable, open_request
@@ -296,21 +302,21 @@ class ChatSession:
     async def banner(self) -> None:
         self.write(f"boxmaker chat · conversation {self.conversation} · "
                    "Ctrl-D leaves, Ctrl-C cancels a turn\n")
+        status: object = None
         try:
             with trio.fail_after(5):
                 status = await request_async(self.config.admin_socket, StatusRequest(),
                                              brokerd_uid=self.config.brokerd_uid, timeout=5)
         except (DaemonUnreachable, trio.TooSlowError):
-            self.write("brokerd does not answer: every tool call will be refused\n")
-            return
-        if not isinstance(status, Status):  # an error answer: nothing to add
-            return
-        if not status.runner.ok:
-            reason = escape_line(status.runner.reason or "no runner")
-            self.show(wrap_line(f"tools cannot run here ({reason}): allowed calls are "
-                                "answered runner_unavailable", terminal_width()) + "\n")
-        for warning in status.warnings:
-            self.show(wrap_line(f"warning: {escape_line(warning)}", terminal_width()) + "\n")
+            status = None
+        broker = status if isinstance(status, Status) else None
+        loop = await _loop_status(self.config)
+        lines = banner_lines(loop=loop, broker=broker,
+                             summary=_grants_line(self.config.home / "grants"))
+        if broker is not None:
+            lines[-1:-1] = [f"warning: {escape_line(w)}" for w in broker.warnings]
+        width = terminal_width()
+        self.show("".join(f"{wrap_line(line, width)}\n" for line in lines))
 
     async def interactive(self) -> None:
         assert self.reader is not None
@@ -327,7 +333,13 @@ class ChatSession:
                     text = line.rstrip("\r\n")
                     if not text.strip():
                         continue
-                    await self.run_turn(text)
+                    if text.strip() == "/help":
+                        self.write(HELP)
+                        continue
+                    try:
+                        await self.run_turn(text)
+                    except DaemonUnreachable as exc:
+                        self.write(f"{exc.message}\n")
                 nursery.cancel_scope.cancel()
 
     async def _on_sigint(self, signals: AsyncIterator[int]) -> None:
@@ -336,6 +348,32 @@ class ChatSession:
                 self.turn_scope.cancel()
             else:
                 self.show("\n(Ctrl-D leaves the chat)\nyou> ")
+
+
+async def _loop_status(config: BxctlConfig) -> LoopStatus | None:
+    """loopd's status (the model's name), or None when it does not answer in 5 s."""
+    try:
+        with trio.fail_after(5):
+            async with open_request(config.loop_socket, LoopStatusRequest(),
+                                    loopd_uid=config.loopd_uid) as conn:
+                async for item in conn.frames():
+                    if isinstance(item, Undecodable):
+                        return None
+                    return item[1] if isinstance(item[1], LoopStatus) else None
+    except (DaemonUnreachable, trio.TooSlowError):
+        return None
+    return None
+
+
+def _grants_line(directory: Path) -> str | None:
+    """The grants summed up, None when they cannot be read here (another uid's)."""
+    try:
+        state = load_grants(directory)
+    except (GrantsMissing, OSError):
+        return None
+    if not isinstance(state, GrantSet):
+        return "the grant files have problems: every call is refused (bxctl grants check)"
+    return grants_summary(state.grants, Path.home())
 
 
 def _restore_blocking_stdin() -> None:

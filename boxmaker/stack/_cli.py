@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -18,7 +19,7 @@ import trio
 from .. import __version__
 from .._paths import boxmaker_home
 from .._qr import terminal_qr
-from ._home import write_starter_home
+from ._home import brokerd_toml, write_starter_home
 from ._local import (
     N_CTX_PER_SLOT,
     SLOTS,
@@ -28,7 +29,19 @@ from ._local import (
     prepare,
     wait_healthy,
 )
+from ._models import DEFAULT_MODEL, MODELS, ModelSpec
+from ._owned import is_owned, rewrite_owned
+from ._tools import (
+    ToolsSetup,
+    find_tools_image,
+    missing_commands,
+    prune_tools_images,
+    scripts_dir,
+    set_up_tools,
+)
 from ._up import ChildFailed, ChildSpec, run_stack
+
+__all__ = ["cli", "find_tools_image", "main"]
 
 _URL = re.compile(r"https?://[^\s/?#]+(:[0-9]{1,5})?/?")
 
@@ -49,30 +62,23 @@ def _configured_upstream(home: Path) -> str | None:
     return upstream if isinstance(upstream, str) else None
 
 
-def find_tools_image(podman: str = "podman") -> str | None:
-    """The newest tools image that scripts/build-tools-image made, as sha256:ID."""
-    try:
-        done = subprocess.run(
-            [podman, "images", "--noheading", "--no-trunc", "--format", "{{.ID}}",
-             "--filter", "reference=localhost/boxmaker-tools"],
-            capture_output=True, text=True, timeout=30, check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    ids = [line.strip() for line in done.stdout.splitlines() if line.strip()]
-    if done.returncode != 0 or not ids:
-        return None
-    newest = ids[0]
-    return newest if newest.startswith("sha256:") else f"sha256:{newest}"
-
-
 LOCAL_PORT_FILE = "local-model.port"
+
+
+def _local_spec() -> ModelSpec:
+    """The embedded model: BOXMAKER_LOCAL_MODEL names another of _models.py (the benches)."""
+    key = os.environ.get("BOXMAKER_LOCAL_MODEL")
+    if not key:
+        return DEFAULT_MODEL
+    if key not in MODELS:
+        raise click.UsageError(f"BOXMAKER_LOCAL_MODEL={key!r} is none of {', '.join(MODELS)}")
+    return MODELS[key]
 
 
 def _prepare_local(home: Path) -> tuple[LocalModel, int]:
     """The built local model, and its port (chosen free once, then kept in the home)."""
     try:
-        local = prepare()
+        local = prepare(_local_spec())
     except LocalModelMissing as exc:
         raise click.ClickException(str(exc)) from exc
     port_file = home / LOCAL_PORT_FILE
@@ -103,6 +109,99 @@ def _probe_server(upstream: str) -> tuple[int, int] | None:
     return props.total_slots, props.n_ctx
 
 
+def _say(text: str) -> None:
+    click.echo(f"boxmaker: {text}", err=True)
+
+
+def _confirm(question: str) -> bool:
+    """Ask when stdin is a terminal; without one, go ahead (the owner ran up)."""
+    if sys.stdin is not None and sys.stdin.isatty():
+        return click.confirm(question, default=True, err=True)
+    _say(f"{question} No terminal to ask: going ahead.")
+    return True
+
+
+class AptConsent:
+    """The one question about Debian packages, asked at most once per run, for all of them."""
+
+    def __init__(self, packages: list[str]) -> None:
+        self.packages = packages
+        self.answer: bool | None = None
+
+    def __call__(self, _question: str = "") -> bool:
+        if self.answer is None:
+            self.answer = _confirm(
+                f"boxmaker needs {', '.join(self.packages)} from Debian. Install "
+                f"{'it' if len(self.packages) == 1 else 'them'} with apt-get now (needs root, "
+                "or sudo; about a minute)? (--no-tools leaves out podman)")
+        return self.answer
+
+
+def _compiler_missing() -> list[str]:
+    return [pkg for pkg, commands in (("cmake", ("cmake",)), ("g++", ("c++", "cc")))
+            if any(shutil.which(c) is None for c in commands)]
+
+
+def _get_compiler(consent: AptConsent) -> None:
+    """cmake and g++ for the llama-server build, when it is still to be done."""
+    if not _compiler_missing():
+        return
+    scripts = scripts_dir()
+    advice = ("run `sudo scripts/get-compiler` (or install cmake and g++), then ./scripts/up "
+              "again; or use a running llama-server with --inference URL")
+    if scripts is None or not consent():
+        raise click.ClickException(f"llama-server is built from source and needs cmake and g++: "
+                                   f"{advice}")
+    _say("installing cmake and g++ with apt-get (about a minute)")
+    done = subprocess.run([str(scripts / "get-compiler")], stdin=subprocess.DEVNULL,
+                          stdout=sys.stderr, check=False)
+    if done.returncode != 0 or _compiler_missing():
+        raise click.ClickException(f"installing cmake and g++ failed (see above): {advice}")
+
+
+def _runner_image(home: Path) -> str | None:
+    """The [runner] image the home's brokerd.toml names, if it can be read."""
+    try:
+        data = tomllib.loads((home / "brokerd.toml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    runner = data.get("runner")
+    image = runner.get("image") if isinstance(runner, dict) else None
+    return image if isinstance(image, str) else None
+
+
+def _tools(home: Path, no_tools: bool, scripts: Path | None = None,
+           consent: AptConsent | None = None) -> ToolsSetup | None:
+    """Set up podman and the tools image when up may choose the runner; None when it may not."""
+    if (home / "brokerd.toml").exists() and not is_owned(home, "brokerd.toml"):
+        _say(f"{home / 'brokerd.toml'} was edited since up wrote it (or up did not write "
+             "it): its [runner] is yours and stays as it is")
+        return None
+    if no_tools:
+        return ToolsSetup(image=None, advice="--no-tools: tools are not set up")
+    return set_up_tools(confirm=consent or AptConsent(missing_commands()), say=_say,
+                        scripts=scripts)
+
+
+def _reconcile(home: Path, tools: ToolsSetup | None, created: bool) -> None:
+    """Keep up's own brokerd.toml in step with the tools; prune after a rebuild."""
+    if tools is None:
+        return
+    if not created and rewrite_owned(home, "brokerd.toml",
+                                     brokerd_toml(home, tools.image).encode("utf-8")):
+        runner = f"podman with image {tools.image}" if tools.image else "the refusing runner"
+        _say(f"{home / 'brokerd.toml'}: the runner is now {runner}")
+    if tools.image is not None and tools.rebuilt:
+        keep = [image for image in (_runner_image(home),) if image is not None]
+        for image in prune_tools_images(tools.image, keep=keep):
+            _say(f"removed the old tools image {image} (no container used it)")
+    if tools.image is None:
+        _say(f"{tools.advice}. Starting with the refusing runner: every allowed tool call "
+             "is answered runner_unavailable (docs/runbook.md#runner-unavailable)")
+    else:
+        _say(f"tools run in podman containers from image {tools.image}")
+
+
 @click.group()
 @click.version_option(__version__, prog_name="boxmaker")
 def cli() -> None:
@@ -126,18 +225,23 @@ def cli() -> None:
 @click.option(
     "--local-model",
     is_flag=True,
-    help="Use the embedded local model (Gemma 3 270M; the default when no server is known).",
+    help=f"Use the embedded local model ({DEFAULT_MODEL.title}; the default when no server "
+         "is known).",
 )
 @click.option("--no-chat", is_flag=True, help="Start the daemons only; Ctrl-C stops them.")
 @click.option("--approvals-page", is_flag=True,
               help="Also serve the approval page (docs/approvals.md), and print its URL.")
+@click.option("--no-tools", is_flag=True,
+              help="Do not install podman or build the tools image; tools are refused.")
 def up(home: Path | None, url: str | None, local_model: bool, no_chat: bool,
-       approvals_page: bool) -> None:
+       approvals_page: bool, no_tools: bool) -> None:
     """Start brokerd, inferproxy and loopd, then open a chat; stop them all at the end.
 
     The inference server is --inference URL, or the one in the home's
     inferproxy.toml, or, when neither is known (or with --local-model), a local
-    llama-server with a small model, built once into ~/.cache/boxmaker.
+    llama-server with a small model, built once into ~/.cache/boxmaker.  Tools
+    run in podman containers: up installs podman (asking first) and builds the
+    tools image when they are missing, unless --no-tools.
     """
     home = (home or boxmaker_home()).absolute()
     configured = _configured_upstream(home)
@@ -162,7 +266,15 @@ def up(home: Path | None, url: str | None, local_model: bool, no_chat: bool,
         )
     extra: list[ChildSpec] = []
     max_tokens: int | None = None
+    # Every Debian package this run needs, asked about once.
+    tools_wanted = not no_tools and (not (home / "brokerd.toml").exists()
+                                     or is_owned(home, "brokerd.toml"))
+    compiler = (_compiler_missing() if use_local and not LocalModel.in_cache(
+        _local_spec()).server.is_file() else [])
+    consent = AptConsent(compiler + (missing_commands() if tools_wanted else []))
     if use_local:
+        if compiler:
+            _get_compiler(consent)
         local, port = _prepare_local(home)
         upstream = f"http://127.0.0.1:{port}"
         slots, n_ctx, max_tokens = SLOTS, N_CTX_PER_SLOT, 512
@@ -170,18 +282,18 @@ def up(home: Path | None, url: str | None, local_model: bool, no_chat: bool,
         slot_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         extra.append(ChildSpec(name="llama-server", argv=local.argv(port, slot_dir),
                                ready_timeout_s=300, ready=partial(wait_healthy, port)))
-        click.echo("inference: the local Gemma 3 270M model (small, and weak at using tools)",
-                   err=True)
+        click.echo(f"inference: the local model {local.spec.title} (small: it chats, and is "
+                   "weak at using tools)", err=True)
     else:
         upstream = (url or configured or "").rstrip("/")
         slots, n_ctx = 4, 262144
         if not (home / "loopd.toml").exists():
             slots, n_ctx = _probe_server(upstream) or (slots, n_ctx)
-    image = None if (home / "brokerd.toml").exists() else find_tools_image()
+    tools = _tools(home, no_tools, consent=consent)
     starter = write_starter_home(home, upstream=upstream, slots=slots, n_ctx_per_slot=n_ctx,
-                                 tools_image=image, max_tokens=max_tokens)
-    if image is not None and starter.created:
-        click.echo(f"tools run in podman containers from image {image}", err=True)
+                                 tools_image=tools.image if tools else None,
+                                 max_tokens=max_tokens)
+    _reconcile(home, tools, created=home / "brokerd.toml" in starter.created)
     for path in starter.created:
         click.echo(f"created {path}")
     if starter.created:
@@ -191,7 +303,8 @@ def up(home: Path | None, url: str | None, local_model: bool, no_chat: bool,
         ChildSpec(
             name="brokerd",
             argv=[_bin("brokerd"), "serve", "--config", str(home / "brokerd.toml")],
-            ready_timeout_s=60,
+            # its start-up check runs a trial container: podman can be slow under load
+            ready_timeout_s=180,
         ),
         ChildSpec(
             name="inferproxy",

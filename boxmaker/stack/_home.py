@@ -13,6 +13,8 @@ from pathlib import Path
 
 import attrs
 
+from ._owned import mark_owned
+
 
 @attrs.frozen(kw_only=True)
 class StarterHome:
@@ -36,8 +38,9 @@ def _runner_table(tools_image: str | None) -> str:
     """podman with the tools image when there is one; else the refusing runner."""
     if tools_image is None:
         return (
-            "# No tools image was found: every allowed call is answered runner_unavailable.\n"
-            "# Build one with scripts/build-tools-image, then set kind = \"podman\" and image.\n"
+            "# No tools image: every allowed call is answered runner_unavailable.\n"
+            "# ./scripts/up (without --no-tools) sets up podman and the tools image and\n"
+            "# switches this to kind = \"podman\" while this file is unchanged.\n"
             "[runner]\n"
             'kind = "refusing"\n'
         )
@@ -51,14 +54,34 @@ def _runner_table(tools_image: str | None) -> str:
     )
 
 
-def _write_new(path: Path, text: str, created: list[Path], mode: int = 0o600) -> None:
+def brokerd_toml(home: Path, tools_image: str | None) -> str:
+    """The starter brokerd.toml; also what `up` rewrites it to while it is `up`'s own."""
+    run = home / "run"
+    return f"""# brokerd's configuration (docs: 05-brokerd).  Paths are under home.
+# boxmaker up wrote this file and keeps its [runner] in step with the tools
+# image while the file is unchanged (home/.up-owned.json holds its sha256);
+# once you edit it, it is yours and up never touches it again.
+home = {_toml_str(home)}
+
+[sockets]
+broker = {_toml_str(run / "broker.sock")}
+admin = {_toml_str(run / "admin.sock")}
+
+[approvals]
+ttl_ms = 600000
+
+{_runner_table(tools_image)}"""
+
+
+def _write_new(path: Path, text: str, created: list[Path], mode: int = 0o600) -> bool:
     if path.exists():
-        return
+        return False
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(text)
     created.append(path)
+    return True
 
 
 def write_starter_home(
@@ -77,21 +100,8 @@ def write_starter_home(
     if demo_notes is None:
         demo_notes = Path.home() / "boxmaker-demo" / "notes"
     run = home / "run"
-    _write_new(
-        home / "brokerd.toml",
-        f"""# brokerd's configuration (docs: 05-brokerd).  Paths are under home.
-home = {_toml_str(home)}
-
-[sockets]
-broker = {_toml_str(run / "broker.sock")}
-admin = {_toml_str(run / "admin.sock")}
-
-[approvals]
-ttl_ms = 600000
-
-{_runner_table(tools_image)}""",
-        created,
-    )
+    if _write_new(home / "brokerd.toml", brokerd_toml(home, tools_image), created):
+        mark_owned(home, "brokerd.toml", (home / "brokerd.toml").read_bytes())
     _write_new(
         home / "inferproxy.toml",
         f"""# inferproxy: the only way from loopd to the inference server.

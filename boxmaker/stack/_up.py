@@ -178,8 +178,9 @@ async def run_stack(
                 await nursery.start(_run_child, child, env)
                 say(f"{child.spec.name} is ready")
             if foreground is None:
-                say("all running; Ctrl-C stops them")
+                # The receiver first: a Ctrl-C right after the line is read is a clean stop.
                 with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                    say("all running; Ctrl-C stops them")
                     async for _ in signals:
                         break
             else:

@@ -1,13 +1,11 @@
 """The real llama-server for the `llama`-marked tests.
 
-`scripts/get-llama-server` builds it into ``${BOXMAKER_CACHE:-~/.cache/boxmaker}/llama/``.
+`scripts/get-llama-server` builds it into ``${BOXMAKER_CACHE:-~/.cache/boxmaker}/llama/``,
+with the embedded model that boxmaker/stack/_models.py names.
 The `llama_server` fixture (one per test session) starts it on a free loopback
-port with the flags of the captures in fixtures/llama-server/README.md
-(``-c 8192 -np 2 -t 2 --jinja --slots --slot-save-path DIR`` and the Qwen 2.5
-chat template, which supports tool calls) plus ``--swa-full``: Gemma 3 uses
-sliding-window attention, and without a full-size cache a restored slot has
-no context checkpoints, so the server re-processes the whole prompt
-(``timings.cache_n`` 0) and restoring a slot buys nothing.  It waits for
+port with the flags `boxmaker up` uses (boxmaker/stack/_local.py: ``-c 8192
+-np 2 --jinja --slots --slot-save-path DIR``, the ChatML template with tool
+calls, and the model's own extra flags), with ``-t 2``.  It waits for
 ``/health`` to answer 200, and stops the server at the end.  Without the
 build the tests are skipped, saying why, unless ``BOXMAKER_CI=1``: in CI a
 missing build is a failure.
@@ -31,13 +29,10 @@ import trio
 
 from boxmaker.loopd._http import Endpoint
 from boxmaker.loopd._llama import LlamaClient
+from boxmaker.stack._local import CONTEXT, SLOTS, LocalModel
 
-CACHE = Path(os.environ.get("BOXMAKER_CACHE") or Path.home() / ".cache" / "boxmaker") / "llama"
-SERVER = CACHE / "bin" / "llama-server"
-MODEL = CACHE / "models" / "gemma-3-270m-q4_k_m.gguf"
-TEMPLATE = CACHE / "templates" / "Qwen-Qwen2.5-7B-Instruct.jinja"
-CONTEXT = 8192
-SLOTS = 2
+LOCAL = LocalModel.in_cache()
+SERVER, MODEL, TEMPLATE = LOCAL.server, LOCAL.model, LOCAL.template
 START_TIMEOUT_S = 180.0
 
 
@@ -95,9 +90,9 @@ def _health(port: int) -> int | None:
 
 
 def _missing() -> str | None:
-    for path in (SERVER, MODEL, TEMPLATE):
-        if not path.exists():
-            return f"{path} is missing: run scripts/get-llama-server (about 10 minutes)"
+    if not LOCAL.ready:
+        return (f"{SERVER}, {TEMPLATE} or {MODEL} (with its stamp) is missing: "
+                "run scripts/get-llama-server (about 10 minutes)")
     return None
 
 
@@ -114,9 +109,7 @@ def llama_server() -> Iterator[LlamaServer]:
     log = work / "llama-server.log"
     port = _free_port()
     server = LlamaServer(host="127.0.0.1", port=port, slot_dir=slot_dir, log=log)
-    argv = [str(SERVER), "-m", str(MODEL), "--host", "127.0.0.1", "--port", str(port),
-            "-c", str(CONTEXT), "-np", str(SLOTS), "-t", "2", "--jinja", "--slots", "--swa-full",
-            "--slot-save-path", str(slot_dir), "--chat-template-file", str(TEMPLATE)]
+    argv = LOCAL.argv(port, slot_dir, threads=2)
     with open(log, "wb") as log_file:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_file,
                                 stderr=subprocess.STDOUT)

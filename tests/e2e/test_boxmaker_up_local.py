@@ -46,7 +46,8 @@ def test_up_starts_the_local_model_and_a_turn_runs() -> None:
         else:
             raise AssertionError("boxmaker up ended early:\n" + "".join(seen))
         text = "".join(seen)
-        assert "the local Gemma 3 270M model" in text and "llama-server is ready" in text
+        assert f"the local model {LocalModel.in_cache().spec.title}" in text
+        assert "llama-server is ready" in text
         loopd_toml = (home / "loopd.toml").read_text()
         assert "slots = 2" in loopd_toml and "n_ctx_per_slot = 4096" in loopd_toml
         assert "max_tokens = 512" in loopd_toml

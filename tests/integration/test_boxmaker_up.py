@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from boxmaker.stack._cli import find_tools_image
 from tests.fakes.pty import Pty
 
 REPO = Path(__file__).resolve().parents[2]
@@ -72,23 +71,37 @@ def test_up_writes_a_home_starts_everything_chats_and_stops(
     env = dict(os.environ, HOME=str(user))
     env.pop("XDG_RUNTIME_DIR", None)
     env.pop("BOXMAKER_HOME", None)
-    up = Pty([str(BOXMAKER), "up", "--home", str(home), "--inference", url], env=env)
+    # With the tools image of this tree built (CI builds it first), up uses it; without
+    # it, --no-tools, so that the test does not build an image (minutes).
+    tools = subprocess.run([str(REPO / "scripts" / "build-tools-image"), "--check"],
+                           capture_output=True, check=False).returncode == 0
+    argv = [str(BOXMAKER), "up", "--home", str(home), "--inference", url]
+    up = Pty(argv if tools else [*argv, "--no-tools"], env=env)
     try:
         screen = up.expect(b"you> ", timeout=120).decode(errors="replace")
         assert "inference server: 2 slots, 4096 tokens of context per slot" in screen
         assert "loopd is ready" in screen and "brokerd is ready" in screen
-        if find_tools_image() is None:  # the refusing runner, said in the banner
+        if not tools:  # the refusing runner, said by up and in the banner
             assert "tools cannot run here" in screen
+            assert "Starting with the refusing runner" in screen
         else:  # the podman runner with the tools image, checked by brokerd at start
             assert "tools cannot run here" not in screen
             assert "tools run in podman containers from image sha256:" in screen
+            assert "tools: run in throw-away podman containers" in screen
+        # the first screen: the model, and the grants in one line
+        assert "model: " in screen
+        assert ("grants: reads and lists ~/boxmaker-demo/notes; asks before fetching from "
+                "docs.python.org; never reads or lists ~/.ssh") in screen
+        up.type("/help\n")
+        up.expect(b"Ctrl-D")
+        up.expect(b"you> ")
         up.type("hello\n")
         up.expect(b"Hello from the fake model.")
         up.expect(b"you> ")
         # the demo grant allows list_dir on the demo notes: through brokerd to the runner
         up.type("what is in my notes?\n")
         screen = up.expect(b"Listed.", timeout=120).decode(errors="replace")
-        if find_tools_image() is None:
+        if not tools:
             assert "list_dir denied (runner_unavailable)" in screen
         else:
             assert "✓ list_dir ok" in screen

@@ -1,0 +1,118 @@
+"""The first screen of `bxctl chat`: what the agent can reach, and what can be typed.
+
+The banner names the model (from loopd's status), whether tools run in
+containers (from brokerd's status) and sums the grants up in one line
+("reads and lists ~/boxmaker-demo/notes; asks before fetching from
+docs.python.org; never reads or lists ~/.ssh").  Pure: the callers fetch.
+Everything shown is escaped (a model name comes from the inference server).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..policy._model import Grant
+from ..proto._escape import escape_line
+from ..proto._wire_admin import Status
+from ..proto._wire_loop import LoopStatus
+
+SUMMARY_MAX = 240
+
+_VERB = {"read_file": "reads", "list_dir": "lists", "write_file": "writes",
+         "http_fetch": "fetches from"}
+_BARE = {"read_file": "reads", "list_dir": "lists", "write_file": "writes to",
+         "http_fetch": "fetches from"}
+_GERUND = {"read_file": "reading", "list_dir": "listing", "write_file": "writing to",
+           "http_fetch": "fetching from"}
+
+HELP = """\
+What you can type:
+  a message          the agent answers; its tool calls show as they happen
+  ID (a number)      when a call waits for approval: approve it (the number shown)
+  r                  when a call waits for approval: refuse it
+  Enter              when a call waits for approval: leave it pending (bxctl approvals)
+  /help              this list
+  Ctrl-C             cancel the turn that is running
+  Ctrl-D             leave (boxmaker up then stops everything)
+Elsewhere: bxctl audit show (what happened), bxctl grants explain (what a call would get).
+"""
+
+
+def _verb(table: dict[str, str], tool: str, gerund: bool = False) -> str:
+    """The tool's verb; a tool without one is named ("uses echo")."""
+    return table.get(tool) or f"{'using' if gerund else 'uses'} {tool}"
+
+
+def _shown_path(path: str, user_home: Path) -> str:
+    home = str(user_home).rstrip("/")
+    if home and (path == home or path.startswith(home + "/")):
+        return "~" + path[len(home):]
+    return path
+
+
+def _targets(grant: Grant, user_home: Path) -> list[str]:
+    if grant.tool == "http_fetch":
+        return [h.text for h in grant.hosts] or ["any host"]
+    if grant.paths:
+        return [_shown_path(p, user_home) for p in grant.paths]
+    return ["anywhere"] if grant.tool in _VERB else [""]  # echo takes no paths
+
+
+def _join(words: Sequence[str], last: str) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + f" {last} " + words[-1]
+
+
+def grants_summary(grants: Sequence[Grant], user_home: Path) -> str:
+    """One line: what is allowed, what asks first, what never happens."""
+    # (mode, target) -> the tools, in the grants' order
+    seen: dict[tuple[str, str], list[str]] = {}
+    for grant in grants:
+        for target in _targets(grant, user_home):
+            tools = seen.setdefault((grant.mode, target), [])
+            if grant.tool not in tools:
+                tools.append(grant.tool)
+    parts = []
+    for mode in ("allow", "ask", "deny"):
+        for (each_mode, target), tools in seen.items():
+            if each_mode != mode:
+                continue
+            if mode == "allow":
+                verbs = [_verb(_BARE if len(tools) > 1 else _VERB, t) for t in tools]
+                parts.append(f"{_join(verbs, 'and')} {target}")
+            elif mode == "ask":
+                gerunds = [_verb(_GERUND, t, gerund=True) for t in tools]
+                parts.append(f"asks before {_join(gerunds, 'or')} {target}")
+            else:
+                parts.append(f"never {_join([_verb(_BARE, t) for t in tools], 'or')} {target}")
+    if not parts:
+        return "no grants: every tool call is refused (docs/grants.md)"
+    line = escape_line("; ".join(part.strip() for part in parts))
+    if len(line) > SUMMARY_MAX:
+        line = line[:SUMMARY_MAX] + f"… ({len(grants)} grants: bxctl grants check)"
+    return line
+
+
+def banner_lines(*, loop: LoopStatus | None, broker: Status | None,
+                 summary: str | None) -> list[str]:
+    lines = []
+    if loop is None:
+        lines.append("model: loopd does not answer its status request")
+    else:
+        # llama-server names its model by the file's path: the file's name says enough
+        model = escape_line(loop.inference.model.rsplit("/", 1)[-1]) or "unknown"
+        state = "" if loop.inference.ok else (
+            f" (not ready: {escape_line(loop.inference.reason or 'unknown')})")
+        lines.append(f"model: {model}{state}")
+    if broker is None:
+        lines.append("brokerd does not answer: every tool call will be refused")
+    elif broker.runner.ok and broker.runner.kind == "podman":
+        lines.append("tools: run in throw-away podman containers with no network")
+    else:
+        reason = escape_line(broker.runner.reason or "no runner")
+        lines.append(f"tools cannot run here ({reason}): allowed calls are answered "
+                     "runner_unavailable")
+    if summary is not None:
+        lines.append(f"grants: {summary}")
+    lines.append("type /help for what you can type")
+    return lines

@@ -1,0 +1,164 @@
+"""The tools part of `boxmaker up`: podman, runc and the tools image (08-runner, issue 13).
+
+`up` runs the same idempotent scripts as CI (`scripts/get-podman`,
+`scripts/build-tools-image`): it installs podman, runc and mmdebstrap from
+Debian when one is missing (asking first when stdin is a terminal), builds the
+tools image for this source tree when it does not exist, and answers the
+image's digest, or None with the exact command the owner can run instead.
+
+After a rebuild, older tools images are removed: only images labelled
+`boxmaker.tools=1` (the label scripts/build-tools-image puts on at import), not
+the current one, not one that `keep` names (the image an owner-edited
+brokerd.toml still uses), and not one that any container uses.  `podman rmi`
+without `--force` refuses an image in use in any case.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import attrs
+
+TOOLS_LABEL = "boxmaker.tools=1"
+NEEDED_COMMANDS = ("podman", "runc", "mmdebstrap")
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+_ID = re.compile(r"(?:sha256:)?([0-9a-f]{64})")
+
+
+@attrs.frozen(kw_only=True)
+class ToolsSetup:
+    image: str | None
+    """sha256:<id> of the tools image, or None: tools cannot run."""
+    advice: str | None = None
+    """When image is None: why, and exactly what to run."""
+    rebuilt: bool = False
+
+
+def scripts_dir() -> Path | None:
+    """scripts/ of the source tree this package runs from, if any."""
+    candidate = Path(__file__).resolve().parents[2] / "scripts"
+    return candidate if (candidate / "build-tools-image").is_file() else None
+
+
+def missing_commands(which: Callable[[str], str | None] = shutil.which) -> list[str]:
+    return [name for name in NEEDED_COMMANDS if which(name) is None]
+
+
+def _elapsed(started: float) -> str:
+    return f"{time.monotonic() - started:.0f} s"
+
+
+def set_up_tools(*, confirm: Callable[[str], bool], say: Callable[[str], None],
+                 scripts: Path | None = None) -> ToolsSetup:
+    """Install what is missing, build the image if needed; its digest or advice."""
+    scripts = scripts or scripts_dir()
+    if scripts is None:
+        return ToolsSetup(image=find_tools_image(), advice=(
+            "this installation has no scripts/build-tools-image: build the tools image from "
+            "a boxmaker source tree"))
+    missing = missing_commands()
+    if missing:
+        question = (f"Tools run in podman containers; {', '.join(missing)} "
+                    f"{'is' if len(missing) == 1 else 'are'} missing. Install "
+                    "podman, runc and mmdebstrap from Debian with apt-get now (needs root; "
+                    "about a minute)?")
+        if not confirm(question):
+            return ToolsSetup(image=None, advice=(
+                "tools were not set up: run `sudo scripts/get-podman`, then ./scripts/up "
+                "again (or ./scripts/up --no-tools to go without)"))
+        started = time.monotonic()
+        say(f"installing {', '.join(missing)} with apt-get (about a minute)")
+        done = subprocess.run([str(scripts / "get-podman")], stdin=subprocess.DEVNULL,
+                              stdout=sys.stderr, check=False)
+        if done.returncode != 0 or missing_commands():
+            return ToolsSetup(image=None, advice=(
+                f"installing podman failed (exit {done.returncode}, see above): run "
+                "`sudo scripts/get-podman` (it needs root and Debian's package mirror), then "
+                "./scripts/up again"))
+        say(f"installed podman, runc and mmdebstrap in {_elapsed(started)}")
+    build = scripts / "build-tools-image"
+    check = subprocess.run([str(build), "--check"], stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, check=False)
+    image = check.stdout.strip()
+    if check.returncode == 0 and _DIGEST.fullmatch(image):
+        return ToolsSetup(image=image)
+    started = time.monotonic()
+    say("building the tools image for this source tree (Debian bookworm with python3, "
+        "by mmdebstrap: about 3 minutes the first time, mostly downloading Debian packages; "
+        "well under a minute after that)")
+    built = subprocess.run([str(build)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           text=True, check=False)
+    lines = (built.stdout or "").split()
+    image = lines[-1] if lines else ""
+    if built.returncode != 0 or not _DIGEST.fullmatch(image):
+        return ToolsSetup(image=None, advice=(
+            f"building the tools image failed (exit {built.returncode}, see above; it needs "
+            "Debian's package mirror): run scripts/build-tools-image, then ./scripts/up again"))
+    say(f"tools image {image} built in {_elapsed(started)}")
+    return ToolsSetup(image=image, rebuilt=True)
+
+
+def _podman(podman: Sequence[str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*podman, *args], stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=120, check=False)
+
+
+def _ids(text: str) -> set[str]:
+    ids = set()
+    for line in text.split():
+        match = _ID.fullmatch(line.strip())
+        if match:
+            ids.add(match.group(1))
+    return ids
+
+
+def find_tools_image(podman: Sequence[str] = ("podman",)) -> str | None:
+    """The newest tools image that scripts/build-tools-image made, as sha256:ID."""
+    try:
+        done = _podman(podman, "images", "--noheading", "--no-trunc", "--format", "{{.ID}}",
+                       "--filter", "reference=localhost/boxmaker-tools")
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = done.stdout.split()
+    if done.returncode != 0 or not lines:
+        return None
+    match = _ID.fullmatch(lines[0])
+    return f"sha256:{match.group(1)}" if match else None
+
+
+def prune_tools_images(current: str, *, keep: Sequence[str] = (),
+                       podman: Sequence[str] = ("podman",)) -> list[str]:
+    """Remove labelled tools images other than `current` and `keep` that no container uses.
+
+    Returns the ids removed.  Lists that cannot be read mean nothing is removed.
+    """
+    try:
+        labelled = _podman(podman, "images", "--noheading", "--no-trunc", "--format", "{{.ID}}",
+                           "--filter", f"label={TOOLS_LABEL}")
+        used = _podman(podman, "ps", "--all", "--noheading", "--no-trunc", "--format",
+                       "{{.ImageID}}")
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if labelled.returncode != 0 or used.returncode != 0:
+        return []
+    spared = _ids(used.stdout) | _ids(" ".join([current, *keep]))
+    removed = []
+    for image_id in sorted(_ids(labelled.stdout) - spared):
+        # Checked again one by one: the label filter is the list's, the label here is
+        # the image's own.
+        try:
+            label = _podman(podman, "image", "inspect", "--format",
+                            '{{index .Labels "boxmaker.tools"}}', image_id)
+            if label.returncode != 0 or label.stdout.strip() != "1":
+                continue
+            if _podman(podman, "rmi", image_id).returncode == 0:
+                removed.append(f"sha256:{image_id}")
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+    return removed

@@ -1,0 +1,77 @@
+"""The chat's first screen: the grants in one line, the model, the runner, /help."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from boxmaker.bxctl._chat_banner import HELP, SUMMARY_MAX, banner_lines, grants_summary
+from boxmaker.policy._grants import parse_grant_texts
+from boxmaker.policy._model import GrantSet
+from boxmaker.proto._wire_admin import AuditStatus, GrantsStatus, RunnerStatus, Status
+from boxmaker.proto._wire_loop import BrokerLinkStatus, InferenceStatus, LoopStatus
+from boxmaker.stack._home import write_starter_home
+
+
+def _starter_grants(tmp_path: Path) -> GrantSet:
+    user = tmp_path / "user"
+    home = tmp_path / "home"
+    write_starter_home(home, upstream="http://127.0.0.1:1",
+                       demo_notes=user / "boxmaker-demo" / "notes")
+    state = parse_grant_texts({"examples.toml": (home / "grants" / "examples.toml").read_text()})
+    assert isinstance(state, GrantSet)
+    return state
+
+
+def test_the_starter_grants_in_one_line(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    state = _starter_grants(tmp_path)
+    assert grants_summary(state.grants, tmp_path / "user") == (
+        "reads and lists ~/boxmaker-demo/notes; asks before fetching from docs.python.org; "
+        "never reads or lists ~/.ssh")
+
+
+def test_a_tool_without_a_verb_is_named() -> None:
+    state = parse_grant_texts({"x.toml": '[[grant]]\nid = "e"\ntool = "echo"\nmode = "ask"\n'})
+    assert isinstance(state, GrantSet)
+    assert grants_summary(state.grants, Path("/home/x")) == "asks before using echo"
+
+
+def test_no_grants_and_long_grants() -> None:
+    assert grants_summary([], Path("/home/x")).startswith("no grants")
+    many = "\n".join(
+        f'[[grant]]\nid = "g{n}"\ntool = "read_file"\nmode = "allow"\npaths = ["/srv/d{n}"]\n'
+        for n in range(60))
+    state = parse_grant_texts({"many.toml": many})
+    assert isinstance(state, GrantSet)
+    line = grants_summary(state.grants, Path("/home/x"))
+    assert len(line) < SUMMARY_MAX + 60 and line.endswith("(60 grants: bxctl grants check)")
+
+
+def _status(kind: str, ok: bool, reason: str | None) -> Status:
+    return Status(version="0.1.0", audit=AuditStatus(ok=True, head_seq=1, head_hash="0" * 64),
+                  grants=GrantsStatus(ok=True, count=5, digest="0" * 64), pending=0, sessions=0,
+                  runner=RunnerStatus(kind=kind, ok=ok, image=None, reason=reason),  # type: ignore[arg-type]
+                  warnings=[])  # type: ignore[arg-type]
+
+
+def _loop(model: str) -> LoopStatus:
+    return LoopStatus(version="0.1.0", busy=False,
+                      inference=InferenceStatus(ok=True, model=model, n_ctx_per_slot=4096,  # type: ignore[arg-type]
+                                                slots=2, slot=0, reason=None),  # type: ignore[arg-type]
+                      broker=BrokerLinkStatus(ok=True, reason=None))
+
+
+def test_banner_names_model_runner_and_grants() -> None:
+    lines = banner_lines(loop=_loop("/c/SmolLM2-135M-Instruct.Q4_1.gguf\x1b[2J"),
+                         broker=_status("podman", True, None), summary="reads ~/n")
+    assert lines == [
+        "model: SmolLM2-135M-Instruct.Q4_1.gguf\\u{001B}[2J",
+        "tools: run in throw-away podman containers with no network",
+        "grants: reads ~/n",
+        "type /help for what you can type",
+    ]
+    refusing = banner_lines(loop=None, broker=_status("refusing", False, "no runner configured"),
+                            summary=None)
+    assert refusing[0].startswith("model: loopd does not answer")
+    assert refusing[1].startswith("tools cannot run here (no runner configured)")
+    assert "/help" in HELP and "Ctrl-D" in HELP and "bxctl audit show" in HELP
