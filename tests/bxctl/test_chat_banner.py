@@ -7,7 +7,13 @@ from pathlib import Path
 from boxmaker.bxctl._chat_banner import HELP, SUMMARY_MAX, banner_lines, grants_summary
 from boxmaker.policy._grants import parse_grant_texts
 from boxmaker.policy._model import GrantSet
-from boxmaker.proto._wire_admin import AuditStatus, GrantsStatus, RunnerStatus, Status
+from boxmaker.proto._wire_admin import (
+    AuditStatus,
+    CheckpointsStatus,
+    GrantsStatus,
+    RunnerStatus,
+    Status,
+)
 from boxmaker.proto._wire_loop import BrokerLinkStatus, InferenceStatus, LoopStatus
 from boxmaker.stack._home import write_starter_home
 
@@ -51,6 +57,7 @@ def _status(kind: str, ok: bool, reason: str | None) -> Status:
     return Status(version="0.1.0", audit=AuditStatus(ok=True, head_seq=1, head_hash="0" * 64),
                   grants=GrantsStatus(ok=True, count=5, digest="0" * 64), pending=0, sessions=0,
                   runner=RunnerStatus(kind=kind, ok=ok, image=None, reason=reason),  # type: ignore[arg-type]
+                  checkpoints=CheckpointsStatus(size=None, signed_at=None, witnesses=[]),
                   warnings=[])  # type: ignore[arg-type]
 
 

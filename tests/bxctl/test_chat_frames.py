@@ -71,7 +71,8 @@ Script = Callable[[int, int], list["bytes | threading.Event"]]
 
 class FakeLoopd:
     """loop.sock served by a thread: every `say` gets the script's frames (an Event
-    in the script is waited for before the frames after it are sent)."""
+    in the script is waited for before the frames after it are sent); any other
+    request (the chat banner's `status`) is closed unanswered."""
 
     def __init__(self, path: Path, script: Script = hostile_frames) -> None:
         self.path = path
@@ -93,6 +94,8 @@ class FakeLoopd:
                 try:
                     (size,) = struct.unpack(">I", receive_exactly(conn, 4))
                     request = json.loads(receive_exactly(conn, size))
+                    if "say" not in request:  # the banner's status request: no answer
+                        continue
                     self.turns += 1
                     for body in self.script(request["id"], self.turns):
                         if isinstance(body, threading.Event):
@@ -249,10 +252,14 @@ def test_a_frame_header_out_of_range_ends_only_that_turn(tmp_path: Path) -> None
 
     class BadHeaderFirst(FakeLoopd):
         def _serve(self) -> None:
-            conn, _ = self.listener.accept()
-            with conn:
+            while True:  # the banner's status request first: closed unanswered
+                conn, _ = self.listener.accept()
                 (size,) = struct.unpack(">I", receive_exactly(conn, 4))
                 request = json.loads(receive_exactly(conn, size))
+                if "say" in request:
+                    break
+                conn.close()
+            with conn:
                 conn.sendall(frame(json.dumps({"id": request["id"], "event": {
                     "text": {"delta": "turn one"}}}).encode()))
                 conn.sendall(struct.pack(">I", 0xFFFFFFFF) + b"x" * 64)

@@ -68,7 +68,7 @@ def test_up_writes_a_home_starts_everything_chats_and_stops(
         {"steps": [{"role": "assistant"}, {"text": "Listed."}, {"finish": "stop"},
                    {"usage": True}]},
     ])
-    env = dict(os.environ, HOME=str(user))
+    env = dict(os.environ, HOME=str(user), COLUMNS="200")  # the banner unwrapped
     env.pop("XDG_RUNTIME_DIR", None)
     env.pop("BOXMAKER_HOME", None)
     # With the tools image of this tree built (CI builds it first), up uses it; without
@@ -128,6 +128,7 @@ def test_up_writes_a_home_starts_everything_chats_and_stops(
 
 
 def test_up_with_the_approval_page(fake_llama: Callable[[list[dict[str, Any]]], str]) -> None:
+    import signal
     import socket
     import urllib.request
 
@@ -161,5 +162,6 @@ def test_up_with_the_approval_page(fake_llama: Callable[[list[dict[str, Any]]], 
         with urllib.request.urlopen(request, timeout=30) as page:
             assert page.status == 200 and b"boxmaker approvals" in page.read()
     finally:
+        up.process.send_signal(signal.SIGINT)  # --no-chat: Ctrl-C stops the daemons
         code = up.close()
     assert code == 0, up.seen.decode(errors="replace")

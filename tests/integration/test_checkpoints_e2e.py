@@ -18,7 +18,7 @@ import attrs
 import pytest
 
 from boxmaker._keyfile import create_key_file
-from boxmaker.proto._audit import GENESIS_PREV, encode_record, line_hash, parse_record
+from boxmaker.proto._audit import GENESIS_PREV, Call, encode_record, line_hash, parse_record
 from boxmaker.proto._checkpoint import parse_signed_checkpoint
 from boxmaker.proto._note import TYPE_ED25519
 from tests.fakes.brokerd import BXCTL, Home, admin, echo, env_for, start
@@ -184,7 +184,7 @@ def test_consistent_rewrite_detected(setup: Setup) -> None:
 
     def edit(record: Any) -> Any:
         event = record.event
-        if type(event).__name__ == "Call" and event.args.get("text") == "hello 2":
+        if isinstance(event, Call) and event.args.get("text") == "hello 2":
             return attrs.evolve(record, event=attrs.evolve(event, args={"text": "bye"}))
         return record
 
