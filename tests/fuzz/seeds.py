@@ -91,6 +91,18 @@ def llama_chunk() -> list[bytes]:
     return out
 
 
+@seeds_of("infer-request")
+def infer_request() -> list[bytes]:
+    return [
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 2\r\nConnection: keep-alive, X-Secret\r\nX-Secret: 1\r\n"
+        b"Authorization: Bearer client\r\n\r\n{}",
+        b"GET /props HTTP/1.1\r\nHost: x\r\nProxy-Authorization: a\r\nTE: trailers\r\n\r\n",
+        b"POST /slots/0?action=save HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"2\r\n{}\r\n0\r\n\r\n",
+    ]
+
+
 @seeds_of("grants")
 def grants() -> list[bytes]:
     return [p.read_bytes() for p in sorted((FIXTURES / "grants").rglob("*.toml"))]

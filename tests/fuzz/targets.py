@@ -33,6 +33,8 @@ from boxmaker.bxctl._config import BxctlFile
 from boxmaker.inferproxy._config import ConfigError as InferproxyConfigError
 from boxmaker.inferproxy._config import InferproxyFile
 from boxmaker.inferproxy._config import resolve as resolve_inferproxy
+from boxmaker.inferproxy._proxy import _framing as request_framing
+from boxmaker.inferproxy._rules import HOP_BY_HOP, is_forwarded, upstream_request_headers
 from boxmaker.loopd._chunked import ChunkedDecoder, ChunkedError
 from boxmaker.loopd._config import ConfigError as LoopdConfigError
 from boxmaker.loopd._config import LoopdFile
@@ -246,6 +248,32 @@ def llama_chunk(data: bytes) -> None:
         assembler.result()
     except InferenceError:
         return
+
+
+@target("infer-request")
+def infer_request(data: bytes) -> None:
+    """infer.sock: a request head as h11 reads it, then inferproxy's rules."""
+    conn = h11.Connection(h11.SERVER)
+    conn.receive_data(data)
+    try:
+        event = conn.next_event()
+    except h11.RemoteProtocolError:
+        return
+    if not isinstance(event, h11.Request):
+        return
+    headers = [(bytes(n), bytes(v)) for n, v in event.headers.raw_items()]
+    is_forwarded(bytes(event.method), bytes(event.target))
+    length, is_chunked = request_framing(headers)
+    for api_key in (None, "k3y"):
+        out = upstream_request_headers(headers, host=b"127.0.0.1:8080", api_key=api_key,
+                                       content_length=length, chunked=is_chunked)
+        names = [name.lower() for name, _ in out]
+        assert names.count(b"host") == 1 and out[0] == (b"Host", b"127.0.0.1:8080")
+        assert names.count(b"authorization") == (api_key is not None), "a client's key leaks"
+        assert names.count(b"connection") == 1 and out[-1 - (api_key is not None)] == (
+            b"Connection", b"close")
+        hop = [n for n in names if n in HOP_BY_HOP or n.startswith(b"proxy-")]
+        assert sorted(hop) == [b"connection"] + [b"transfer-encoding"] * is_chunked, hop
 
 
 # -- the owner's files ---------------------------------------------------------
