@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,8 @@ class Seen:
         self.calls: dict[str, dict[str, Any]] = {}  # call_id -> tool, args
         self.answered: list[tuple[str, str, str]] = []  # call_id, "result"/"denied", status/code
         self.turns = {"started": 0, "done": 0, "error": 0, "broken": 0}
+        self.started = time.monotonic()
+        self.when: dict[str, float] = {}  # call_id -> seconds into the run it was answered
 
     def event(self, event: dict[str, Any]) -> None:
         with self.lock:
@@ -43,6 +46,7 @@ class Seen:
             elif "tool_result" in event:
                 body = event["tool_result"]
                 self.answered.append((body["call_id"], "result", body["status"]))
+                self.when[body["call_id"]] = round(time.monotonic() - self.started, 2)
             elif "tool_denied" in event:
                 body = event["tool_denied"]
                 self.answered.append((body["call_id"], "denied", body["code"]))
@@ -97,7 +101,8 @@ def check_answers(audit: Path, seen: Seen) -> dict[str, Any]:
         seq = by_args.get(json.dumps([call["tool"], call["args"]], sort_keys=True))
         checked += 1
         if seq is None or seq not in decisions:
-            losses.append(f"{call_id}: answered {kind} {word} but no call/decision record")
+            losses.append(f"{call_id}: answered {kind} {word} at {seen.when.get(call_id)} s "
+                          f"but no call/decision record (call {seq})")
         elif kind == "result" and results.get(seq) != word:
             losses.append(f"{call_id}: answered {word} but the result record says "
                           f"{results.get(seq)}")

@@ -272,6 +272,8 @@ class Stack:
         (self.auditfs / "filler").unlink(missing_ok=True)
 
     def cleanup(self) -> None:
+        if self.keep and self.audit.is_dir():
+            shutil.copytree(self.audit, self.root / "audit-kept")
         if self.audit_fs_mounted:
             subprocess.run(["umount", "-l", str(self.auditfs)], check=False, capture_output=True)
         if not self.keep:
