@@ -71,14 +71,14 @@ def records(audit: Path) -> list[dict[str, Any]]:
 
 
 def check_answers(audit: Path, seen: Seen) -> dict[str, Any]:
-    by_args: dict[str, int] = {}
+    by_args: dict[str, list[int]] = {}  # a call loopd sent twice has two records
     decisions: set[int] = set()
     results: dict[int, str] = {}
     approvals: dict[int, int] = {}
     for record in records(audit):
         if "call" in record and "session" in record["call"]:
             key = json.dumps([record["call"]["tool"], record["call"]["args"]], sort_keys=True)
-            by_args[key] = record["seq"]
+            by_args.setdefault(key, []).append(record["seq"])
         elif "decision" in record:
             decisions.add(record["decision"]["call"])
         elif "result" in record:
@@ -98,15 +98,17 @@ def check_answers(audit: Path, seen: Seen) -> dict[str, Any]:
         if call is None:
             losses.append(f"{call_id}: answered without a tool_call event")
             continue
-        seq = by_args.get(json.dumps([call["tool"], call["args"]], sort_keys=True))
+        seqs = by_args.get(json.dumps([call["tool"], call["args"]], sort_keys=True), [])
         checked += 1
-        if seq is None or seq not in decisions:
+        recorded = [seq for seq in seqs if seq in decisions]
+        if not recorded:
             losses.append(f"{call_id}: answered {kind} {word} at {seen.when.get(call_id)} s "
-                          f"but no call/decision record (call {seq})")
-        elif kind == "result" and results.get(seq) != word:
-            losses.append(f"{call_id}: answered {word} but the result record says "
-                          f"{results.get(seq)}")
-        elif kind == "denied" and word == "runner_unavailable" and seq not in results:
+                          f"but no call/decision record (calls {seqs})")
+        elif kind == "result" and word not in {results.get(seq) for seq in recorded}:
+            losses.append(f"{call_id}: answered {word} but the result records say "
+                          f"{[results.get(seq) for seq in recorded]}")
+        elif kind == "denied" and word == "runner_unavailable" and not any(
+                seq in results for seq in recorded):
             losses.append(f"{call_id}: runner_unavailable without its result record")
     twice = sorted(call for call, count in approvals.items() if count > 1)
     return {"checked": checked, "losses": losses, "approvals_twice": twice}
