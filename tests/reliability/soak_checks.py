@@ -71,6 +71,11 @@ def records(audit: Path) -> list[dict[str, Any]]:
 
 
 def check_answers(audit: Path, seen: Seen) -> dict[str, Any]:
+    # What the clients saw is taken before the log is read: an answer that
+    # arrives while the log is being read has records that may come after.
+    with seen.lock:
+        answered = list(seen.answered)
+        calls = dict(seen.calls)
     by_args: dict[str, list[int]] = {}  # a call loopd sent twice has two records
     decisions: set[int] = set()
     results: dict[int, str] = {}
@@ -88,9 +93,6 @@ def check_answers(audit: Path, seen: Seen) -> dict[str, Any]:
             approvals[call] = approvals.get(call, 0) + 1
     losses: list[str] = []
     checked = 0
-    with seen.lock:
-        answered = list(seen.answered)
-        calls = dict(seen.calls)
     for call_id, kind, word in answered:
         if kind == "denied" and word in NOT_FROM_BROKERD:
             continue
