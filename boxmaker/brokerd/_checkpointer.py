@@ -76,7 +76,12 @@ class Checkpointer:
             return
         checkpoint = Checkpoint(origin=self.origin, size=size, root=self.store.root())
         signed = sign_checkpoint(checkpoint, self.signer)
-        self.store.flush()
+        try:
+            self.store.flush()
+        except OSError as exc:  # never fails a call: said in status, tried again later
+            self.failure = f"cannot store the tree's hashes: {exc.strerror or exc}"
+            log.error("checkpoint of size %d not signed: %s", size, self.failure)
+            return
         try:
             await trio.to_thread.run_sync(
                 lambda: save_checkpoint(self.audit_dir, SIGNED, signed.encode(),

@@ -286,9 +286,18 @@ async def _serve_with_log(
                                clock=trio.current_time)
     for record in startup.passkey_records:
         passkeys.feed(record)
-    checkpoints = open_checkpoints(config, writer, new_key=new_checkpoint_key,
-                                   wall_clock=time.time)
-    warnings += checkpoints.warnings
+    checkpoints: Any = None
+    try:
+        checkpoints = open_checkpoints(config, writer, new_key=new_checkpoint_key,
+                                       wall_clock=time.time)
+        warnings += checkpoints.warnings
+    except OSError as exc:  # the tree's stored hashes cannot be kept: the log still works
+        off = (f"checkpoints are off: the Merkle tree's stored hashes cannot be written "
+               f"under {os.fsdecode(config.audit)} ({exc.strerror or exc}); calls are "
+               "decided and recorded as ever, nothing is signed or sent to witnesses "
+               "(docs/checkpoints.md)")
+        log.warning("%s", off)
+        warnings.append(off)
     if startup.passkeys_dropped:
         dropped = ("the passkeys enrolled before the audit log's accepted break are not "
                    "trusted: enrol again (bxctl passkey add). See docs/runbook.md#passkey-required")
@@ -328,7 +337,8 @@ async def _serve_with_log(
             task_status.started(handle)
             async with trio.open_nursery() as background:
                 background.start_soon(ledger.run_state_writer)
-                background.start_soon(checkpoints.run)
+                if checkpoints is not None:
+                    background.start_soon(checkpoints.run)
                 async with trio.open_nursery() as connections:
                     async with trio.open_nursery() as front:
 
@@ -371,7 +381,8 @@ async def _serve_with_log(
                         log.error("stop not recorded: %s", exc)
                     await ledger.flush_states()
                     await runtime.aclose()
-                    await checkpoints.stop()
+                    if checkpoints is not None:
+                        await checkpoints.stop()
                 background.cancel_scope.cancel()
     finally:
         broker_sock.close()
