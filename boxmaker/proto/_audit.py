@@ -33,6 +33,7 @@ from ._convert import (
     U64_MAX,
     JsonObject,
     converter,
+    omit_when_none,
     register_structure_hook,
     register_tagged_union,
     register_unstructure_hook,
@@ -340,11 +341,7 @@ def _register_declassify() -> None:
 
 _register_declassify()
 
-_approval_fields = make_dict_unstructure_fn(ApprovalRecord, converter)
-register_unstructure_hook(  # an approval without a passkey is written as older records were
-    ApprovalRecord,
-    lambda v: {k: x for k, x in _approval_fields(v).items() if k != "passkey" or x is not None},
-)
+omit_when_none(ApprovalRecord, "passkey")  # an approval without one is written as before
 
 
 # --------------------------------------------------------------------------

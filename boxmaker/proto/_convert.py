@@ -21,7 +21,7 @@ from typing import Any, Literal, NewType, TypeVar, Union, get_args, get_origin
 import attrs
 import cattrs
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
-from cattrs.gen import make_dict_structure_fn
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn
 
 from ._errors import DecodeError
 from ._json import JSONValue, dumps_bytes, loads_object, type_word
@@ -315,6 +315,20 @@ def register_structure_hook(tp: Any, hook: Callable[[Any, Any], Any]) -> None:
 def register_unstructure_hook(tp: Any, hook: Callable[[Any], Any]) -> None:
     _fast.register_unstructure_hook(tp, hook)
     _detailed.register_unstructure_hook(tp, hook)
+
+
+def omit_when_none(cls: type[Any], name: str) -> None:
+    """Write `cls` without the key `name` when its value is None: an optional field newer
+    than the format, so that a value without it is written exactly as before."""
+    inner = make_dict_unstructure_fn(cls, _fast)
+
+    def unstructure(value: Any) -> dict[str, Any]:
+        payload: dict[str, Any] = inner(value)
+        if payload.get(name, 0) is None:
+            del payload[name]
+        return payload
+
+    register_unstructure_hook(cls, unstructure)
 
 
 def structure(value: Any, cls: type[T] | Any) -> T:

@@ -9,7 +9,7 @@ from typing import Any, Final, Literal
 
 import attrs
 
-from ._convert import U64, JsonObject
+from ._convert import U64, JsonObject, omit_when_none
 from ._taint import Label, Taint
 from ._wire import (
     ErrorAnswer,
@@ -33,7 +33,6 @@ from ._wire_passkey import (
     PasskeyAnswer,
     PasskeyRequestBody,
     check_b64url,
-    omit_when_none,
 )
 
 # --- requests -------------------------------------------------------------------

@@ -14,9 +14,8 @@ import re
 from typing import Any, Final, Literal
 
 import attrs
-from cattrs.gen import make_dict_unstructure_fn
 
-from ._convert import U64, InvalidValue, JsonObject, converter, register_unstructure_hook
+from ._convert import U64, InvalidValue, JsonObject
 from ._json import dumps
 from ._wire import check_ts
 
@@ -47,19 +46,6 @@ def check_token(_: object, attribute: attrs.Attribute[Any], value: str) -> None:
 def check_passkey_name(_: object, attribute: attrs.Attribute[Any], value: str) -> None:
     if not 1 <= len(value) <= NAME_MAX or not value.isprintable():
         raise InvalidValue(f"{attribute.name} must be 1 to {NAME_MAX} printable characters")
-
-
-def omit_when_none(cls: type[Any], name: str) -> None:
-    """Write `cls` without the key `name` when its value is None (an optional newer field)."""
-    inner = make_dict_unstructure_fn(cls, converter)
-
-    def unstructure(value: Any) -> dict[str, Any]:
-        payload: dict[str, Any] = inner(value)
-        if payload.get(name, 0) is None:
-            del payload[name]
-        return payload
-
-    register_unstructure_hook(cls, unstructure)
 
 
 @attrs.frozen(kw_only=True)
