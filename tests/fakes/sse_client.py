@@ -1,4 +1,4 @@
-"""Reading the fake llama-server with loopd's client: shared by the client's tests."""
+"""Reading the fake llama-server with the shared client (boxmaker._http), for its tests."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fixtures for loopd's client tests."""
+"""Fixtures for the shared HTTP client's tests (boxmaker._http)."""
 
 from __future__ import annotations
 
