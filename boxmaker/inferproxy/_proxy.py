@@ -1,4 +1,4 @@
-"""One client connection through inferproxy: h11 toward the client, loopd's client upstream.
+"""One client connection through inferproxy: h11 toward the client, the shared client upstream.
 
 One request per connection (the answer says ``Connection: close``), the way
 loopd and llama-server work anyway.  In order:
@@ -33,7 +33,7 @@ import attrs
 import h11
 import trio
 
-from ..loopd._http import InferenceError, InferenceUnavailable
+from .._http import HttpConnection, InferenceError, InferenceUnavailable
 from ..proto._escape import escape_line
 from ._config import Upstream
 from ._rules import (
@@ -42,7 +42,7 @@ from ._rules import (
     is_forwarded,
     upstream_request_headers,
 )
-from ._upstream import CONNECT_TIMEOUT_S, UpstreamConnection, open_upstream
+from ._upstream import CONNECT_TIMEOUT_S, open_upstream
 
 log = logging.getLogger("inferproxy")
 
@@ -249,7 +249,7 @@ class _Exchange:
         return (f"inferproxy: request bodies may have at most"
                 f" {self.settings.max_request_bytes} bytes")
 
-    async def _exchange(self, upstream: UpstreamConnection, headers: list[tuple[bytes, bytes]],
+    async def _exchange(self, upstream: HttpConnection, headers: list[tuple[bytes, bytes]],
                         method: bytes, target: bytes, length: int | None,
                         chunked: bool) -> None:
         settings = self.settings
@@ -279,7 +279,7 @@ class _Exchange:
                 await self._answer_error(502, "unavailable_error",
                                          "inferproxy: the inference server did not answer")
 
-    async def _forward_request_body(self, upstream: UpstreamConnection) -> None:
+    async def _forward_request_body(self, upstream: HttpConnection) -> None:
         limit = self.settings.max_request_bytes
         received = 0
         while True:
@@ -298,7 +298,7 @@ class _Exchange:
             else:  # pragma: no cover - h11 gives only Data and EndOfMessage here
                 raise _BadRequest(f"unexpected {type(event).__name__} in a request body")
 
-    async def _forward_response(self, upstream: UpstreamConnection) -> None:
+    async def _forward_response(self, upstream: HttpConnection) -> None:
         head = await upstream.receive_head()
         self.status = head.status
         await self._send(h11.Response(status_code=head.status,

@@ -1,24 +1,22 @@
-"""inferproxy's connection to the inference server: loopd's h11 client, streamed both ways.
+"""inferproxy's connection to the inference server: the shared h11 client, over TCP or TLS.
 
-`UpstreamConnection` is loopd's `HttpConnection` (the same h11 client: its
-response head and body reading, its errors) with what a proxy needs on top:
-the request head and the request body sent separately, piece by piece as
-they arrive from the client, so that no body is ever held whole.  `open_upstream`
-connects over TCP, and over TLS for an ``https://`` upstream (verified
-against the system CA store, or only against `ca_file` when one is set).
+The connection is `boxmaker._http.HttpConnection` (its response head and body
+reading, its errors), whose streamed request (`send_head`, `send_body_data`,
+`send_end`) sends the client's body piece by piece as it arrives, so that no
+body is ever held whole.  `open_upstream` connects over TCP, and over TLS for
+an ``https://`` upstream (verified against the system CA store, or only
+against `ca_file` when one is set).
 """
 
 from __future__ import annotations
 
 import math
 import ssl
-from collections.abc import Sequence
 from pathlib import Path
 
-import h11
 import trio
 
-from ..loopd._http import (
+from .._http import (
     Endpoint,
     HttpConnection,
     InferenceTimeout,
@@ -28,33 +26,6 @@ from ..loopd._http import (
 from ._config import Upstream
 
 CONNECT_TIMEOUT_S = 10.0
-
-
-class UpstreamConnection(HttpConnection):
-    """One request to the server, its body streamed: head, data..., end."""
-
-    async def send_head(self, method: bytes, target: bytes,
-                        headers: Sequence[tuple[bytes, bytes]]) -> None:
-        """Send the request head; the framing headers in `headers` decide the body's form."""
-        try:
-            data = self._h11.send(h11.Request(method=method, target=target, headers=list(headers)))
-        except h11.LocalProtocolError as exc:
-            raise ValueError(f"cannot send this request: {exc}") from exc
-        await self._send_all(data)
-
-    async def send_body_data(self, data: bytes) -> None:
-        """Send one piece of the request body as it is."""
-        if not data:
-            return
-        out = self._h11.send(h11.Data(data=data))
-        if out:
-            await self._send_all(out)
-
-    async def send_end(self) -> None:
-        """End the request body (the terminating chunk when chunked)."""
-        out = self._h11.send(h11.EndOfMessage())
-        if out:
-            await self._send_all(out)
 
 
 def tls_context(ca_file: Path | None) -> ssl.SSLContext:
@@ -83,7 +54,7 @@ async def _handshake(stream: trio.abc.Stream, upstream: Upstream,
 
 
 async def open_upstream(upstream: Upstream, *, tls: ssl.SSLContext | None,
-                        timeout_s: float | None = CONNECT_TIMEOUT_S) -> UpstreamConnection:
+                        timeout_s: float | None = CONNECT_TIMEOUT_S) -> HttpConnection:
     """Connect (and for https, finish the TLS handshake) within `timeout_s`.
 
     Raises `InferenceUnavailable` (its `InferenceTimeout` for the time limit).
@@ -105,7 +76,7 @@ async def open_upstream(upstream: Upstream, *, tls: ssl.SSLContext | None,
             except BaseException:
                 await trio.aclose_forcefully(stream)
                 raise
-        return UpstreamConnection(stream, endpoint)
+        return HttpConnection(stream, endpoint)
     assert scope.cancelled_caught
     raise InferenceTimeout(
         f"cannot connect to the inference server at {upstream} within {timeout_s} s"

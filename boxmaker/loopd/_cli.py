@@ -14,10 +14,9 @@ import click
 import trio
 
 from .. import __version__
+from .._http import InferenceError, LlamaClient
 from ..proto._escape import escape_text
 from ._config import ConfigError, LoopdConfig, load_config
-from ._http import InferenceError
-from ._llama import LlamaClient
 from ._selftest import Expected, InferenceMismatch, self_test
 
 F = TypeVar("F", bound=Callable[..., Any])

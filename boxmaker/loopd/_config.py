@@ -14,9 +14,9 @@ from pathlib import Path
 
 import attrs
 
+from .._http import Endpoint, Timeouts
 from .._paths import UID_MAX, absolute, boxmaker_home, default_socket, under
 from .._toml import TomlFileError, read_toml
-from ._http import Endpoint, Timeouts
 from ._tools import KNOWN_TOOLS
 
 DEFAULT_TOOLS = ("read_file", "list_dir", "write_file", "http_fetch")

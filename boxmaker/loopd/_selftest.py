@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import attrs
 
-from ._http import Endpoint
-from ._llama import LlamaClient, Props, describe_props
+from .._http import Endpoint, LlamaClient, Props, describe_props
 
 
 class InferenceMismatch(Exception):

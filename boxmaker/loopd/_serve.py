@@ -20,6 +20,7 @@ import attrs
 import trio
 
 from .. import __version__, _sd
+from .._http import InferenceError, LlamaClient
 from .._streams import receive_frame, send_frame
 from .._unix import accept_loop, bind_unix_listener, peer_credentials, served_by
 from ..proto._convert import U64
@@ -44,8 +45,6 @@ from ._broker_port import BrokerPort
 from ._config import LoopdConfig
 from ._conversations import ConversationDamaged, ConversationStore
 from ._history import conversation_summaries, history_messages
-from ._http import InferenceError
-from ._llama import LlamaClient
 from ._selftest import Expected, InferenceMismatch, check_props, self_test
 from ._tools import tool_schemas
 from ._turn import CoreUnreadable, Turn, TurnSettings, TurnTimeout

@@ -22,6 +22,7 @@ from typing import Any
 import attrs
 import trio
 
+from .._http import ChatResult, LlamaClient, TextDelta, chat_request_body
 from ..proto._convert import U64, JsonObject
 from ..proto._errors import DecodeError
 from ..proto._escape import escape_line
@@ -45,7 +46,6 @@ from ..proto._wire_loop import (
 )
 from ._broker_port import BROKER_UNAVAILABLE_RUNBOOK, BrokerOutcome, BrokerPort, BrokerUnavailable
 from ._conversations import ConversationStore, Message, ToolCallRef, now_ts, to_chat, user_message
-from ._llama import ChatResult, LlamaClient, TextDelta, chat_request_body
 
 log = logging.getLogger("boxmaker.loopd")
 

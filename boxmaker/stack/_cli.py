@@ -93,8 +93,7 @@ def _prepare_local(home: Path) -> tuple[LocalModel, int]:
 
 def _probe_server(upstream: str) -> tuple[int, int] | None:
     """The server's slots and context per slot, so the starter loopd.toml matches it."""
-    from ..loopd._http import Endpoint, InferenceError
-    from ..loopd._llama import LlamaClient
+    from .._http import Endpoint, InferenceError, LlamaClient
 
     try:
         client = LlamaClient(Endpoint.from_url(upstream), request_timeout_s=10)

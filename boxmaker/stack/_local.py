@@ -23,8 +23,7 @@ from pathlib import Path
 import attrs
 import trio
 
-from ..loopd._http import Endpoint, InferenceError
-from ..loopd._llama import LlamaClient
+from .._http import Endpoint, InferenceError, LlamaClient
 from ._fetch_model import cache_root, is_in_place
 from ._models import DEFAULT_MODEL, TEMPLATE_NAME, ModelSpec
 

@@ -27,8 +27,7 @@ import attrs
 import pytest
 import trio
 
-from boxmaker.loopd._http import Endpoint
-from boxmaker.loopd._llama import LlamaClient
+from boxmaker._http import Endpoint, LlamaClient
 from boxmaker.stack._local import CONTEXT, SLOTS, LocalModel
 
 LOCAL = LocalModel.in_cache()

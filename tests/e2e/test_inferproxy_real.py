@@ -12,11 +12,10 @@ from pathlib import Path
 import pytest
 import trio
 
+from boxmaker._http import Endpoint, LlamaClient, TextDelta, Timeouts, chat_request_body, fetch
 from boxmaker.inferproxy._config import Upstream
 from boxmaker.inferproxy._proxy import ProxySettings
 from boxmaker.inferproxy._serve import bind_listener, serve
-from boxmaker.loopd._http import Endpoint, Timeouts, fetch
-from boxmaker.loopd._llama import LlamaClient, TextDelta, chat_request_body
 from tests.e2e.conftest import LlamaServer, wait_slot_idle
 
 pytestmark = pytest.mark.llama

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 import trio
 
-from boxmaker.loopd._http import Timeouts
-from boxmaker.loopd._llama import (
+from boxmaker._http import (
     ChatDelta,
     FinishDelta,
     LlamaClient,
     TextDelta,
+    Timeouts,
     chat_request_body,
 )
 from tests.conftest import REPO

@@ -92,7 +92,7 @@ import attrs
 import h11
 import trio
 
-from boxmaker.loopd._http import Endpoint
+from boxmaker._http import Endpoint
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "llama-server"
 DEFAULT_TIMINGS = {

@@ -1,4 +1,4 @@
-"""Reading the fake llama-server with loopd's client: shared by the client's tests."""
+"""Reading the fake llama-server with the shared client (boxmaker._http), for its tests."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from boxmaker.loopd._http import Endpoint, Timeouts
-from boxmaker.loopd._sse import SSEEvent, SSEParser
-from boxmaker.loopd._sse_stream import open_sse
+from boxmaker._http import Endpoint, Timeouts
+from boxmaker._http._sse import SSEEvent, SSEParser
+from boxmaker._http._sse_stream import open_sse
 from tests.fakes.llama_server import FakeLlamaServer, capture_body
 
 RUNBOOK = "docs/runbook.md#inference-unavailable"

@@ -24,6 +24,9 @@ import h11
 import trio
 import trio.testing
 
+from boxmaker._http import ChatAssembler, InferenceError, decode_chunk
+from boxmaker._http._chunked import ChunkedDecoder, ChunkedError
+from boxmaker._http._sse import SSEError, SSEEvent, SSEParser
 from boxmaker._toml import TomlFileError, parse_toml
 from boxmaker.brokerd._config import ConfigError as BrokerdConfigError
 from boxmaker.brokerd._config import parse_config as parse_brokerd_config
@@ -35,14 +38,10 @@ from boxmaker.inferproxy._config import InferproxyFile
 from boxmaker.inferproxy._config import resolve as resolve_inferproxy
 from boxmaker.inferproxy._proxy import _framing as request_framing
 from boxmaker.inferproxy._rules import HOP_BY_HOP, is_forwarded, upstream_request_headers
-from boxmaker.loopd._chunked import ChunkedDecoder, ChunkedError
 from boxmaker.loopd._config import ConfigError as LoopdConfigError
 from boxmaker.loopd._config import LoopdFile
 from boxmaker.loopd._config import resolve as resolve_loopd
 from boxmaker.loopd._conversations import Message
-from boxmaker.loopd._http import InferenceError
-from boxmaker.loopd._llama import ChatAssembler, decode_chunk
-from boxmaker.loopd._sse import SSEError, SSEEvent, SSEParser
 from boxmaker.policy import _grants
 from boxmaker.proto import DecodeError, FrameDecoder, FrameError, decode, encode, encode_frame
 from boxmaker.proto._audit import encode_record, event_key, parse_record

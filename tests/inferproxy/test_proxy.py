@@ -19,10 +19,10 @@ import h11
 import pytest
 import trio
 
+from boxmaker._http import Endpoint, HttpConnection, InferenceClosed, fetch
 from boxmaker.inferproxy._config import Upstream
 from boxmaker.inferproxy._proxy import ProxySettings
 from boxmaker.inferproxy._serve import bind_listener, serve
-from boxmaker.loopd._http import Endpoint, HttpConnection, InferenceClosed, fetch
 from boxmaker.proto._json import loads_object
 from tests.fakes.http_upstream import (
     LAST_CHUNK,

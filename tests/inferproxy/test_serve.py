@@ -18,6 +18,7 @@ import pytest
 import trio
 import trustme
 
+from boxmaker._http import Endpoint, fetch
 from boxmaker.inferproxy import _serve
 from boxmaker.inferproxy._config import InferproxyConfig, Upstream
 from boxmaker.inferproxy._proxy import ProxySettings
@@ -29,7 +30,6 @@ from boxmaker.inferproxy._serve import (
     remove_bound_socket,
     serve,
 )
-from boxmaker.loopd._http import Endpoint, fetch
 from tests.fakes.http_upstream import HttpUpstream
 
 

@@ -1,4 +1,4 @@
-"""The upstream side: loopd's client with a streamed request body, and verified TLS."""
+"""The upstream side: the shared client with a streamed request body, and verified TLS."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 import trio
 import trustme
 
+from boxmaker._http import InferenceUnavailable
 from boxmaker.inferproxy._config import Upstream
 from boxmaker.inferproxy._upstream import open_upstream, tls_context
-from boxmaker.loopd._http import InferenceUnavailable
 from tests.fakes.http_upstream import HttpUpstream
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from boxmaker.loopd._http import Endpoint, fetch
+from boxmaker._http import Endpoint, fetch
 from tests.conftest import REPO
 from tests.fakes.http_upstream import HttpUpstream
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from boxmaker._http import Endpoint
 from boxmaker.loopd._config import DEFAULT_TOOLS, ConfigError, load_config
-from boxmaker.loopd._http import Endpoint
 
 FULL = """
 home = "{home}"

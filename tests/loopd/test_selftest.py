@@ -15,9 +15,8 @@ import pytest
 import trio
 from click.testing import CliRunner
 
+from boxmaker._http import Endpoint, InferenceTimeout, InferenceUnavailable, LlamaClient, Props
 from boxmaker.loopd._cli import cli
-from boxmaker.loopd._http import Endpoint, InferenceTimeout, InferenceUnavailable
-from boxmaker.loopd._llama import LlamaClient, Props
 from boxmaker.loopd._selftest import Expected, InferenceMismatch, check_props, self_test
 from tests.fakes.llama_server import FakeLlamaServer
 

@@ -11,11 +11,10 @@ from typing import Any
 import pytest
 import trio
 
+from boxmaker._http import InferenceStreamError, LlamaClient
 from boxmaker._streams import receive_frame, send_frame
 from boxmaker.loopd._broker_port import BrokerPort
 from boxmaker.loopd._conversations import ConversationStore
-from boxmaker.loopd._http import InferenceStreamError
-from boxmaker.loopd._llama import LlamaClient
 from boxmaker.loopd._tools import tool_schemas
 from boxmaker.loopd._turn import CoreUnreadable, Turn, TurnSettings, TurnTimeout
 from boxmaker.proto._convert import U64

@@ -1,4 +1,4 @@
-"""A streamed OpenAI-style answer over `_http` (06-loopd): SSE events as they arrive.
+"""A streamed OpenAI-style answer over the h11 client (06-loopd): SSE events as they arrive.
 
 ``async with open_sse(endpoint, target, body, timeouts=...) as stream:
 async for event in stream`` yields every SSE event as soon as the read that
@@ -20,49 +20,20 @@ import collections
 import math
 from collections.abc import Sequence
 from types import TracebackType
-from typing import Any
 
 import trio
 
-from ..proto._errors import DecodeError
-from ..proto._json import loads_value
-from ._http import (
-    Endpoint,
-    HttpConnection,
+from ._connection import HttpConnection
+from ._endpoint import Endpoint, ResponseHead, Timeouts, deadline_after
+from ._error_answers import stream_error, timeout_error
+from ._errors import (
     InferenceClosed,
     InferenceProtocolError,
-    InferenceStreamError,
     InferenceTimeout,
-    ResponseHead,
-    Timeouts,
-    deadline_after,
-    describe_error_object,
-    read_error,
     shown,
-    timeout_error,
 )
+from ._fetch import read_error
 from ._sse import SSEError, SSEEvent, SSEParser
-
-
-def stream_error(text: str, endpoint: Endpoint | None = None) -> InferenceStreamError:
-    """The typed error for an error reported in a stream (`text`: its JSON)."""
-    error: dict[str, Any] | None = None
-    try:
-        value = loads_value(text)
-    except DecodeError:
-        value = None
-    if isinstance(value, dict):
-        inner = value.get("error", value)
-        if isinstance(inner, dict):
-            error = inner
-    detail = describe_error_object(error) if error is not None else shown(text)
-    server = f"the inference server at {endpoint}" if endpoint else "the inference server"
-    return InferenceStreamError(
-        f"{server} reported an error during the answer: {detail}"
-        " docs/runbook.md#inference-unavailable",
-        error=error,
-        text=text,
-    )
 
 
 class SSEStream:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from boxmaker.loopd._chunked import ChunkedDecoder, ChunkedError
+from boxmaker._http._chunked import ChunkedDecoder, ChunkedError
 from tests.fakes.llama_server import FIXTURES, capture_body
 
 CHUNKED_CAPTURES = sorted(p for p in FIXTURES.glob("*.http")

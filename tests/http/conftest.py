@@ -1,4 +1,4 @@
-"""Fixtures for loopd's client tests."""
+"""Fixtures for the shared HTTP client's tests (boxmaker._http)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import trio
 
-from boxmaker.loopd._http import Endpoint
+from boxmaker._http import Endpoint
 from tests.fakes.llama_server import FakeLlamaServer
 from tests.fakes.sse_client import Start
 

@@ -12,7 +12,7 @@ import pytest
 import trio
 import trio.testing
 
-from boxmaker.loopd._http import (
+from boxmaker._http import (
     MAX_ERROR_BODY,
     Endpoint,
     HttpConnection,

@@ -1,12 +1,9 @@
-"""The llama-server API as loopd uses it (06-loopd), on top of `_http`.
+"""Decoding llama-server's answers into typed values (06-loopd).  Pure: no I/O, no trio.
 
-Pure part (no I/O): decoding `/props`, `/slots`, slot actions and streamed
-chat chunks into typed values, and `ChatAssembler`, which folds the deltas of
-one answer into text, tool calls (assembled by index), the finish reason,
-usage and timings.
-
-I/O part: `LlamaClient` (health, the wait through "Loading model", props,
-slots, slot save/restore/erase, `chat` streaming typed deltas).
+`decode_props`, `decode_slots`, `decode_slot_action` read the small answers;
+`decode_chunk` reads one streamed chat chunk into deltas, and `ChatAssembler`
+folds the deltas of one answer into text, tool calls (assembled by index),
+the finish reason, usage and timings.
 
 Strictness: llama-server's answers carry many fields and gain new ones with
 every release.  Fields loopd uses are checked strictly (type, range, presence
@@ -16,141 +13,31 @@ of the wrong type is an `InferenceProtocolError`.
 
 from __future__ import annotations
 
-import collections
-from collections.abc import Sequence
-from types import TracebackType
-from typing import Any, Final, Literal
+from typing import Any
 
 import attrs
-import trio
 
 from ..proto._errors import DecodeError
-from ..proto._json import dumps_bytes, loads_object, loads_value, type_word
-from ._http import (
-    Endpoint,
-    HttpResponse,
-    InferenceProtocolError,
-    InferenceTimeout,
-    Timeouts,
-    fetch,
-    http_error,
-    shown,
+from ..proto._json import loads_object, loads_value, type_word
+from ._error_answers import stream_error
+from ._errors import InferenceProtocolError, shown
+from ._llama_api import (
+    ChatDelta,
+    ChatResult,
+    FinishDelta,
+    PartialToolCall,
+    Props,
+    SlotAction,
+    SlotActionResult,
+    SlotInfo,
+    TextDelta,
+    Timings,
+    TimingsDelta,
+    ToolCall,
+    ToolCallDelta,
+    Usage,
+    UsageDelta,
 )
-from ._sse_stream import SSEStream, open_sse, stream_error
-
-CHAT_PATH: Final = "/v1/chat/completions"
-SlotAction = Literal["save", "restore", "erase"]
-
-
-# -- typed values ----------------------------------------------------------------------
-
-
-@attrs.frozen(kw_only=True)
-class Props:
-    """What the self-test reads from ``GET /props``."""
-
-    total_slots: int
-    n_ctx: int  # default_generation_settings.n_ctx: the context of one slot
-    supports_tool_calls: bool | None  # None: the server did not say (no chat_template_caps)
-    model: str | None = None
-    build_info: str | None = None
-
-
-@attrs.frozen(kw_only=True)
-class SlotInfo:
-    id: int
-    n_ctx: int
-    is_processing: bool
-
-
-@attrs.frozen(kw_only=True)
-class SlotActionResult:
-    id_slot: int
-    filename: str | None
-    tokens: int | None  # n_saved, n_restored or n_erased
-    ms: float | None  # timings.save_ms / restore_ms
-
-
-@attrs.frozen(kw_only=True)
-class Usage:
-    prompt_tokens: int
-    completion_tokens: int
-    total_tokens: int
-    cached_tokens: int | None = None
-
-
-@attrs.frozen(kw_only=True)
-class Timings:
-    cache_n: int
-    prompt_n: int
-    predicted_n: int
-    prompt_ms: float | None = None
-    predicted_ms: float | None = None
-    prompt_per_second: float | None = None
-    predicted_per_second: float | None = None
-
-
-@attrs.frozen(kw_only=True)
-class TextDelta:
-    text: str
-
-
-@attrs.frozen(kw_only=True)
-class ToolCallDelta:
-    """A fragment of tool call `index`: id and name come once, arguments in pieces."""
-
-    index: int
-    id: str | None
-    name: str | None
-    arguments: str
-
-
-@attrs.frozen(kw_only=True)
-class FinishDelta:
-    reason: str  # "stop", "length", "tool_calls", ...
-
-
-@attrs.frozen(kw_only=True)
-class UsageDelta:
-    usage: Usage
-
-
-@attrs.frozen(kw_only=True)
-class TimingsDelta:
-    timings: Timings
-
-
-ChatDelta = TextDelta | ToolCallDelta | FinishDelta | UsageDelta | TimingsDelta
-
-
-@attrs.frozen(kw_only=True)
-class ToolCall:
-    index: int
-    id: str
-    name: str
-    arguments: str  # the model's text, exactly as assembled: not necessarily JSON
-
-
-@attrs.frozen(kw_only=True)
-class PartialToolCall:
-    """A tool call of an answer that did not finish: what had arrived."""
-
-    index: int
-    id: str | None
-    name: str | None
-    arguments: str
-
-
-@attrs.frozen(kw_only=True)
-class ChatResult:
-    text: str
-    tool_calls: tuple[ToolCall, ...]
-    finish_reason: str
-    usage: Usage | None
-    timings: Timings | None
-
-
-# -- strict reading of the fields used ---------------------------------------------------
 
 
 def _bad(where: str, message: str) -> InferenceProtocolError:
@@ -409,171 +296,9 @@ class ChatAssembler:
                           usage=self._usage, timings=self._timings)
 
 
-def chat_request_body(
-    messages: Sequence[dict[str, Any]],
-    *,
-    model: str,
-    slot: int,
-    temperature: float,
-    tools: Sequence[dict[str, Any]] = (),
-    max_tokens: int | None = None,
-) -> bytes:
-    """The JSON body of a streamed chat request as 06-loopd builds it."""
-    body: dict[str, Any] = {
-        "model": model,
-        "messages": list(messages),
-        "stream": True,
-        "stream_options": {"include_usage": True},
-        "id_slot": slot,
-        "cache_prompt": True,
-        "temperature": temperature,
-    }
-    if tools:
-        body["tools"] = list(tools)
-    if max_tokens is not None:
-        body["max_tokens"] = max_tokens
-    return dumps_bytes(body)
-
-
-# -- I/O ------------------------------------------------------------------------------------
-
-
-class ChatStream:
-    """``async with client.chat(body) as stream: async for delta in stream``.
-
-    Yields each delta as soon as its event arrives; `assembler` holds what
-    came so far, and `result()` the whole answer once the iteration ended.
-    """
-
-    def __init__(self, sse: SSEStream) -> None:
-        self._sse = sse
-        self._queue: collections.deque[ChatDelta] = collections.deque()
-        self._ended = False
-        self.assembler = ChatAssembler()
-
-    async def __aenter__(self) -> ChatStream:
-        await self._sse.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self._sse.__aexit__(exc_type, exc, tb)
-
-    @property
-    def pings(self) -> int:
-        return self._sse.pings
-
-    def __aiter__(self) -> ChatStream:
-        return self
-
-    async def __anext__(self) -> ChatDelta:
-        while not self._queue:
-            try:
-                event = await self._sse.__anext__()
-            except StopAsyncIteration:
-                self._ended = True
-                raise
-            if event.data is None:
-                continue  # an event with only other fields (not error: that raised)
-            for delta in decode_chunk(event.data):
-                self.assembler.add(delta)
-                self._queue.append(delta)
-        return self._queue.popleft()
-
-    def result(self) -> ChatResult:
-        if not self._ended:
-            raise RuntimeError("the stream has not ended yet")
-        return self.assembler.result()
-
-
-class LlamaClient:
-    """llama-server (directly or through inferproxy) at `endpoint`."""
-
-    def __init__(
-        self,
-        endpoint: Endpoint,
-        *,
-        timeouts: Timeouts | None = None,
-        request_timeout_s: float = 60.0,
-    ) -> None:
-        self.endpoint = endpoint
-        self.timeouts = timeouts or Timeouts()
-        self.request_timeout_s = request_timeout_s
-
-    async def _get(self, target: str) -> HttpResponse:
-        return await fetch(self.endpoint, "GET", target, timeout_s=self.request_timeout_s,
-                           connect_timeout_s=self.timeouts.connect_s)
-
-    def _check(self, response: HttpResponse) -> bytes:
-        if response.status != 200:
-            raise http_error(self.endpoint, response.head, response.body)
-        return response.body
-
-    async def health(self) -> Literal["ok", "loading"]:
-        """One ``GET /health``: "ok", or "loading" for a 503 unavailable_error."""
-        response = await self._get("/health")
-        if response.status == 200:
-            return "ok"
-        error = http_error(self.endpoint, response.head, response.body)
-        if response.status == 503 and error.error_type == "unavailable_error":
-            return "loading"
-        raise error
-
-    async def wait_until_ready(self, load_timeout_s: float, *, poll_s: float = 1.0) -> int:
-        """Poll /health until 200, through 503 "Loading model", for up to
-        `load_timeout_s`.  Returns how many answers were "loading"."""
-        loading = 0
-        with trio.move_on_after(load_timeout_s) as scope:
-            while await self.health() == "loading":
-                loading += 1
-                await trio.sleep(poll_s)
-            return loading
-        assert scope.cancelled_caught
-        raise InferenceTimeout(
-            f"the inference server at {self.endpoint} was still loading its model after"
-            f" {load_timeout_s} s docs/runbook.md#inference-unavailable",
-            phase="total",
-        )
-
-    async def props(self) -> Props:
-        return decode_props(self._check(await self._get("/props")))
-
-    async def slots(self) -> list[SlotInfo]:
-        return decode_slots(self._check(await self._get("/slots")))
-
-    async def slot_action(self, slot: int, action: SlotAction, filename: str) -> SlotActionResult:
-        """``POST /slots/{slot}?action=...`` with ``{"filename": ...}`` (not for erase)."""
-        if type(slot) is not int or slot < 0:
-            raise ValueError(f"bad slot {slot!r}")
-        body = dumps_bytes({} if action == "erase" else {"filename": filename})
-        response = await fetch(self.endpoint, "POST", f"/slots/{slot}?action={action}",
-                               body=body, timeout_s=self.request_timeout_s,
-                               connect_timeout_s=self.timeouts.connect_s)
-        return decode_slot_action(action, self._check(response))
-
-    async def save_slot(self, slot: int, filename: str) -> SlotActionResult:
-        return await self.slot_action(slot, "save", filename)
-
-    async def restore_slot(self, slot: int, filename: str) -> SlotActionResult:
-        return await self.slot_action(slot, "restore", filename)
-
-    async def erase_slot(self, slot: int) -> SlotActionResult:
-        return await self.slot_action(slot, "erase", "")
-
-    def chat(self, body: bytes, *, timeouts: Timeouts | None = None) -> ChatStream:
-        """A streamed chat completion (`body` from `chat_request_body`)."""
-        sse = open_sse(self.endpoint, CHAT_PATH, body, timeouts=timeouts or self.timeouts)
-        return ChatStream(sse)
-
-
 def describe_props(props: Props) -> str:
     """One line for a terminal (server text escaped)."""
     caps = {True: "yes", False: "no", None: "not reported"}[props.supports_tool_calls]
     model = shown(props.model, 80) if props.model else "unknown"
     return (f"model {model}, {props.total_slots} slots, n_ctx {props.n_ctx} per slot,"
             f" tool calls: {caps}")
-

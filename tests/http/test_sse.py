@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from boxmaker.loopd._sse import SSEError, SSEEvent, SSEParser
+from boxmaker._http._sse import SSEError, SSEEvent, SSEParser
 from tests.fakes.llama_server import FIXTURES
 from tests.fakes.llama_server import capture_body as _capture_body
 

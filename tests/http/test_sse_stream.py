@@ -9,7 +9,7 @@ import pytest
 import trio
 import trio.testing
 
-from boxmaker.loopd._http import (
+from boxmaker._http import (
     MAX_ERROR_BODY,
     InferenceClosed,
     InferenceHTTPError,
@@ -18,7 +18,7 @@ from boxmaker.loopd._http import (
     InferenceTimeout,
     Timeouts,
 )
-from boxmaker.loopd._sse_stream import open_sse
+from boxmaker._http._sse_stream import open_sse
 from tests.fakes.sse_client import BODY, CHAT, LONG, RUNBOOK, collect, expected_events
 
 # -- replays of the real captures -----------------------------------------------
