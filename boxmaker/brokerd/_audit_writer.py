@@ -38,6 +38,8 @@ from boxmaker.proto._audit import (
 )
 from boxmaker.proto._wire import format_ts
 
+from .._errors import UnavailableError
+
 LOCK_NAME = ".lock"
 
 Clock = Callable[[], datetime]
@@ -54,7 +56,7 @@ WriteFn = Callable[[int, bytes], int]
 # Errors, split by fault
 
 
-class AuditError(Exception):
+class AuditError(UnavailableError):
     """Base class: the audit log cannot be used."""
 
 

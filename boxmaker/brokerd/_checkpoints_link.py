@@ -24,6 +24,7 @@ import trio
 
 from .._atomic_file import replace_file
 from .._checkpoint_files import SIGNED, read_checkpoint
+from .._errors import ConfigurationError
 from .._keyfile import KeyFileError, create_key_file, load_key, read_key_file
 from ..proto._checkpoint import log_signature_ok, parse_signed_checkpoint
 from ..proto._convert import U64
@@ -42,7 +43,7 @@ STOP_PUSH_S = 3.0
 """How long a stop waits for the last push to the witnesses."""
 
 
-class CheckpointKeyProblem(Exception):
+class CheckpointKeyProblem(ConfigurationError):
     """The checkpoint key is missing (for a non-empty log) or cannot be used."""
 
 

@@ -31,6 +31,7 @@ from typing import Any, Literal
 import attrs
 import trio
 
+from .._errors import PeerError
 from ..proto._audit import (
     ApprovalRecord,
     BoundedCall,
@@ -94,15 +95,15 @@ class Decided:
     approval: PendingApproval | None
 
 
-class NoSuchApproval(Exception):
+class NoSuchApproval(PeerError):
     """No pending approval has that id (someone else took it, or it never was)."""
 
 
-class NoSuchSession(Exception):
+class NoSuchSession(PeerError):
     """brokerd has never seen that session."""
 
 
-class NotLower(Exception):
+class NotLower(PeerError):
     """A declassify that would raise the taint."""
 
 

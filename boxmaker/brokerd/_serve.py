@@ -24,6 +24,7 @@ import attrs
 import trio
 
 from .. import __version__
+from .._errors import UnavailableError
 from .._protected import ProtectedSet, protected_set
 from .._sd import ActivationError, listen_fds, notify, unix_listener
 from .._unix import (
@@ -68,7 +69,7 @@ FSYNC_OFF_WARNING = (
 Handler = Callable[[trio.abc.Stream, PeerCred, Daemon], Awaitable[None]]
 
 
-class StartFailed(Exception):
+class StartFailed(UnavailableError):
     """brokerd cannot start (config, socket paths, directories); `#brokerd-start-failed`."""
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import click
 import trio
 
+from .._errors import UnavailableError
 from .._unix import peer_credentials, served_by
 from ..proto._convert import U64
 from ..proto._errors import DecodeError
@@ -34,7 +35,7 @@ ANSWER_SECONDS = 30.0
 EXIT_UNREACHABLE = 3
 
 
-class DaemonUnreachable(click.ClickException):
+class DaemonUnreachable(UnavailableError, click.ClickException):
     """brokerd could not be reached, or did not answer in time (exit 3)."""
 
     exit_code = EXIT_UNREACHABLE

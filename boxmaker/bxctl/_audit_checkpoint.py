@@ -20,6 +20,7 @@ import trio
 
 from .._audit_tree_scan import TreeFacts, verify_with_tree
 from .._checkpoint_files import read_all
+from .._errors import UnavailableError
 from .._http11 import HttpError, Url, request
 from ..proto._checkpoint import parse_signed_checkpoint
 from ..proto._checkpoint_verdict import Candidate, CheckpointFinding, judge, sizes_needed
@@ -31,7 +32,7 @@ from ..proto._verify import ChainReport
 PUB_NAME = "checkpoint.pub"
 
 
-class WitnessUnreachable(click.ClickException):
+class WitnessUnreachable(UnavailableError, click.ClickException):
     exit_code = 3
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from .._audit_files import iter_lines, list_log_files, log_size, verify_directory
+from .._errors import DamagedError
 from ..proto._audit import Record, event_key, parse_record
 from ..proto._convert import unstructure
 from ..proto._errors import DecodeError
@@ -48,7 +49,7 @@ def _directory(app: App, directory: Path | None) -> Path:
     return directory if directory is not None else app.config.audit
 
 
-class NotFine(click.ClickException):
+class NotFine(DamagedError, click.ClickException):
     """The thing checked is not fine (exit 1, 07-bxctl)."""
 
     exit_code = 1

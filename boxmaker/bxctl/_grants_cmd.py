@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 
 import click
 
+from .._errors import ConfigurationError
 from .._paths import boxmaker_home, default_socket, under
 from .._protected import protected_set
 from ..policy._decide import decide
@@ -89,7 +90,7 @@ def check(app: App, directory: Path | None, as_json: bool) -> None:
 # are committed the lead may replace this with `load_config(path).protected`.
 
 
-class _BrokerdConfigError(Exception):
+class _BrokerdConfigError(ConfigurationError):
     pass
 
 

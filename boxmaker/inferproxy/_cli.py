@@ -10,13 +10,14 @@ import click
 import trio
 
 from .. import __version__
+from .._errors import UnavailableError
 from .._unix import ListenerLost
 from ..proto._escape import escape_text
 from ._config import ConfigError, load_config
 from ._serve import StartFailed, run
 
 
-class Failed(click.ClickException):
+class Failed(UnavailableError, click.ClickException):
     """A fail-closed exit: the message (already escaped) on stderr, exit code 1."""
 
     exit_code = 1

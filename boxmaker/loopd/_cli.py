@@ -14,6 +14,7 @@ import click
 import trio
 
 from .. import __version__
+from .._errors import UnavailableError
 from ..proto._escape import escape_text
 from ._config import ConfigError, LoopdConfig, load_config
 from ._http import InferenceError
@@ -23,7 +24,7 @@ from ._selftest import Expected, InferenceMismatch, self_test
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class Failed(click.ClickException):
+class Failed(UnavailableError, click.ClickException):
     """A fail-closed exit: the message (already escaped) on stderr, exit code 1."""
 
     exit_code = 1

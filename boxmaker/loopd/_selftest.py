@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import attrs
 
+from .._errors import ConfigurationError
 from ._http import Endpoint
 from ._llama import LlamaClient, Props, describe_props
 
 
-class InferenceMismatch(Exception):
+class InferenceMismatch(ConfigurationError):
     """The server runs with other slots, context or template capabilities than configured."""
 
     def __init__(self, message: str, *, mismatches: tuple[str, ...]) -> None:

@@ -20,6 +20,7 @@ import attrs
 import trio
 
 from .. import __version__, _sd
+from .._errors import PeerError, UnavailableError
 from .._streams import receive_frame, send_frame
 from .._unix import accept_loop, bind_unix_listener, peer_credentials, served_by
 from ..proto._convert import U64
@@ -63,11 +64,11 @@ def _without_pointer(message: str) -> str:
     return _TRAILING_POINTER.sub("", message)
 
 
-class EventTooLarge(Exception):
+class EventTooLarge(PeerError):
     """An event that would not fit in one frame; the turn fails (never a traceback)."""
 
 
-class StartFailed(Exception):
+class StartFailed(UnavailableError):
     """loopd cannot start; the message ends with its runbook pointer."""
 
 

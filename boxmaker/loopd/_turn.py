@@ -22,6 +22,7 @@ from typing import Any
 import attrs
 import trio
 
+from .._errors import ConfigurationError, UnavailableError
 from ..proto._convert import U64, JsonObject
 from ..proto._errors import DecodeError
 from ..proto._escape import escape_line
@@ -84,7 +85,7 @@ def text_for_model(code: str) -> str:
     return text if text.endswith(_DO_NOT_RETRY) else text + _DO_NOT_RETRY
 
 
-class CoreUnreadable(Exception):
+class CoreUnreadable(ConfigurationError):
     """core.md exists but cannot be read as UTF-8."""
 
 
@@ -158,7 +159,7 @@ class _Clock:
             self.paused_remaining = None
 
 
-class TurnTimeout(Exception):
+class TurnTimeout(UnavailableError):
     """The whole turn ran past `turn_timeout_s` (approval waits not counted)."""
 
 

@@ -13,6 +13,7 @@ import stat
 from pathlib import Path
 from typing import Final
 
+from .._errors import ConfigurationError
 from ._grants import GrantFile, parse_grant_files
 from ._model import EMPTY_DIGEST, GrantsReport, GrantState, InvalidGrantSet
 
@@ -24,7 +25,7 @@ Fingerprint = tuple[tuple[bytes, int, int, int, int, int], ...]
 """Per ``*.toml`` entry: name, size, mtime_ns, ctime_ns, inode, device (sorted)."""
 
 
-class GrantsMissing(Exception):
+class GrantsMissing(ConfigurationError):
     """The grants directory does not exist (an environment problem)."""
 
     def __init__(self, directory: Path) -> None:

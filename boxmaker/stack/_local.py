@@ -23,6 +23,7 @@ from pathlib import Path
 import attrs
 import trio
 
+from .._errors import ConfigurationError
 from ..loopd._http import Endpoint, InferenceError
 from ..loopd._llama import LlamaClient
 from ._fetch_model import cache_root, is_in_place
@@ -33,7 +34,7 @@ SLOTS = 2
 N_CTX_PER_SLOT = CONTEXT // SLOTS
 
 
-class LocalModelMissing(Exception):
+class LocalModelMissing(ConfigurationError):
     """The local llama-server or its model is not built, and cannot be built from here."""
 
 

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import attrs
 import trio
 
+from ..._errors import UnavailableError
 from ..._sd import child_environment
 from ...proto._escape import escape_text
 
@@ -27,7 +28,7 @@ _STDERR_KEEP = 4096
 REQUIRED_CONTROLLERS = ("memory", "pids", "cpu")
 
 
-class PodmanCommandError(Exception):
+class PodmanCommandError(UnavailableError):
     """A podman command could not run or failed (the environment's fault)."""
 
 
