@@ -232,3 +232,23 @@ def see(error: BaseException | type[BaseException], *, shown_by: str | None = No
 def condition(name: str) -> str:
     """The pointer of a named condition of `CONDITIONS` (KeyError if unknown)."""
     return CONDITIONS[name]
+
+
+def shown(message: str, error: BaseException | type[BaseException], *,
+          joiner: str = ". See ", shown_by: str | None = None) -> str:
+    """A message as the owner or a peer sees it: with the pointer of its class.
+
+    The joiner is how the place that shows it has always written it
+    (``". See "`` on most lines, ``" "`` after loopd's and inferproxy's).
+    """
+    return f"{message}{joiner}{pointer_of(error, shown_by=shown_by)}"
+
+
+def bare(message: str, error: BaseException | type[BaseException]) -> str:
+    """A message without the pointer its raiser still appends (`` <pointer>``).
+
+    Only for the inference errors, whose messages are written in modules that
+    move into boxmaker/_http/ (issue 12): once those stop appending the
+    pointer this is the message unchanged, and the calls can go.
+    """
+    return message.removesuffix(f" {pointer_of(error)}")

@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 
 import click
 
+from .._error_table import see, shown
 from .._errors import ConfigurationError
 from .._paths import boxmaker_home, default_socket, under
 from .._protected import protected_set
@@ -53,11 +54,11 @@ def _load(directory: Path) -> GrantSet | InvalidGrantSet:
     try:
         return load_grants(directory)
     except GrantsMissing as exc:
-        _fail(f"bxctl: {exc}", 1)
+        _fail(f"bxctl: {shown(str(exc), exc)}", 1)
     except OSError as exc:
         _fail(
             f"bxctl: the grants directory {os.fsdecode(directory)!r} cannot be read "
-            f"({exc.strerror}). See docs/runbook.md#grants-missing",
+            f"({exc.strerror}). {see(GrantsMissing)}",
             1,
         )
 

@@ -32,7 +32,7 @@ class GrantsMissing(ConfigurationError):
         self.directory = directory
         super().__init__(
             f"the grants directory {os.fsdecode(directory)!r} does not exist; "
-            "every call is denied. See docs/runbook.md#grants-missing"
+            "every call is denied"
         )
 
 
