@@ -84,8 +84,7 @@ async def self_test(client: LlamaClient, expected: Expected, *,
     if mismatches:
         raise InferenceMismatch(
             f"the inference server at {client.endpoint} does not match loopd.toml: "
-            + "; ".join(mismatches)
-            + " docs/runbook.md#inference-mismatch",
+            + "; ".join(mismatches),
             mismatches=mismatches,
         )
     return SelfTestReport(endpoint=client.endpoint, loading_answers=loading, props=props)

@@ -97,13 +97,13 @@ def read_core(path: Path) -> str | None:
         return None
     except OSError as exc:
         raise CoreUnreadable(
-            f"{path} cannot be read ({exc.strerror}). See docs/runbook.md#core-unreadable"
+            f"{path} cannot be read ({exc.strerror})"
         ) from exc
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise CoreUnreadable(
-            f"{path} is not UTF-8 (byte {exc.start}). See docs/runbook.md#core-unreadable"
+            f"{path} is not UTF-8 (byte {exc.start})"
         ) from exc
 
 
