@@ -74,8 +74,7 @@ class AuditUnavailable(AuditError):
 
 def _unavailable(what: str) -> AuditUnavailable:
     return AuditUnavailable(
-        f"brokerd: the audit log cannot be written ({what}); refusing every call. "
-        "See docs/runbook.md#audit-unavailable"
+        f"brokerd: the audit log cannot be written ({what}); refusing every call"
     )
 
 
@@ -126,7 +125,7 @@ def lock_audit_dir(dir_fd: int) -> int:
         os.close(fd)
         raise AuditLocked(
             "brokerd: another brokerd holds the audit log's lock (audit/.lock); "
-            "refusing to start. See docs/runbook.md#audit-locked"
+            "refusing to start"
         ) from exc
     except OSError as exc:
         os.close(fd)

@@ -25,6 +25,7 @@ from typing import Any
 
 import trio
 
+from .._error_table import shown
 from .._streams import receive_frame, send_frame
 from .._unix import PeerCred
 from ..policy._model import GrantState
@@ -169,7 +170,7 @@ async def _handle_call(stream: trio.abc.Stream, peer: PeerCred, daemon: Daemon,
             wall_now=daemon.wall_clock, format_time=daemon.format_time, omitted=omitted,
         )
     except AuditUnavailable as exc:
-        await send_answer(stream, rid, error_answer("audit_unavailable", str(exc)))
+        await send_answer(stream, rid, error_answer("audit_unavailable", shown(str(exc), exc)))
         return
     ruling = decided.ruling
     if ruling.kind == "denied":
@@ -246,7 +247,8 @@ async def _withdraw(daemon: Daemon, entry: PendingApproval) -> bool:
         try:
             took = await daemon.ledger.requester_gone(entry.approval_id)
         except AuditUnavailable as exc:
-            log.error("approval %d: requester gone, not recorded: %s", entry.approval_id, exc)
+            log.error("approval %d: requester gone, not recorded: %s", entry.approval_id,
+                      shown(str(exc), exc))
             return True
     if took:
         log.info("approval %d withdrawn: the requester went away", entry.approval_id)
@@ -324,7 +326,7 @@ async def _run_and_settle(stream: trio.abc.Stream, rid: int, daemon: Daemon, *, 
                                        label=ruling.label, untrusted=ruling.untrusted,
                                        output=output)
         except AuditUnavailable as exc:
-            await send_answer(stream, rid, error_answer("audit_unavailable", str(exc)))
+            await send_answer(stream, rid, error_answer("audit_unavailable", shown(str(exc), exc)))
             return
     if status == "runner_unavailable":
         reason = message or "the runner is unavailable"

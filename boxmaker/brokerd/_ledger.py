@@ -31,6 +31,7 @@ from typing import Any, Literal
 import attrs
 import trio
 
+from .._error_table import shown
 from .._errors import PeerError
 from ..proto._audit import (
     ApprovalRecord,
@@ -397,7 +398,7 @@ class Ledger:
                 await self.writer.append([event])
         except AuditUnavailable as exc:
             entry.resolve(Answer(run=False, error_code="audit_unavailable",
-                                 denied_reason=str(exc)))
+                                 denied_reason=shown(str(exc), exc)))
             raise
         except BaseException:
             if not entry.answered:  # our bug: the waiter is not left hanging
@@ -428,7 +429,7 @@ class Ledger:
         except AuditUnavailable as exc:
             for entry in entries:
                 entry.resolve(Answer(run=False, error_code="audit_unavailable",
-                                     denied_reason=str(exc)))
+                                     denied_reason=shown(str(exc), exc)))
             return
         for entry in entries:
             self._release(entry)

@@ -24,6 +24,7 @@ import attrs
 import trio
 
 from .. import __version__
+from .._error_table import shown
 from .._errors import UnavailableError
 from .._protected import ProtectedSet, protected_set
 from .._sd import ActivationError, listen_fds, notify, unix_listener
@@ -379,7 +380,7 @@ async def _serve_with_log(
                     try:
                         await ledger.record([Stop(reason=handle.stop_reason)])
                     except AuditUnavailable as exc:
-                        log.error("stop not recorded: %s", exc)
+                        log.error("stop not recorded: %s", shown(str(exc), exc))
                     await ledger.flush_states()
                     await runtime.aclose()
                     if checkpoints is not None:
