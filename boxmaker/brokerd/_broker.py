@@ -25,7 +25,7 @@ from typing import Any
 
 import trio
 
-from .._error_table import shown
+from .._error_table import ERROR_RUNBOOKS, see, shown
 from .._streams import receive_frame, send_frame
 from .._unix import PeerCred
 from ..policy._model import GrantState
@@ -108,7 +108,7 @@ async def read_request(stream: trio.abc.Stream, daemon: Daemon,
                 body = await receive_frame(stream, decoder)
             except FrameError as exc:
                 await send_frame(stream, encode_error(None, error_answer(
-                    "bad_frame", f"bad frame: {exc}. See docs/runbook.md#bad-frame")))
+                    "bad_frame", f"bad frame: {exc}. {see(exc)}")))
                 await linger_close(stream)
                 return None
         if scope.cancelled_caught:
@@ -332,7 +332,7 @@ async def _run_and_settle(stream: trio.abc.Stream, rid: int, daemon: Daemon, *, 
         reason = message or "the runner is unavailable"
         await send_answer(stream, rid, error_answer(
             "runner_unavailable",
-            f"brokerd: {reason}; nothing ran. See docs/runbook.md#runner-unavailable"))
+            f"brokerd: {reason}; nothing ran. See {ERROR_RUNBOOKS['runner_unavailable']}"))
         return
     if status == "unsafe_target":
         await send_answer(stream, rid, denied("unsafe_target", message or "unsafe target",

@@ -31,7 +31,7 @@ from typing import Any, Literal
 import attrs
 import trio
 
-from .._error_table import shown
+from .._error_table import condition, see, shown
 from .._errors import PeerError
 from ..proto._audit import (
     ApprovalRecord,
@@ -203,8 +203,8 @@ class Ledger:
         if state.problem is not None:
             log.warning(
                 "session %s: state file %s (%s); using secret + untrusted. "
-                "See docs/runbook.md#broker-state-damaged",
-                session, state.problem, state.detail,
+                "See %s",
+                session, state.problem, state.detail, condition("broker_state_damaged"),
             )
             entry = _Session(taint=FAIL_CLOSED, seq=0, durable=None, problem=state.problem)
         else:
@@ -273,7 +273,7 @@ class Ledger:
             except ApprovalIdsExhausted as exc:
                 ruling = Ruling(kind="denied", code="approvals_exhausted", grant=ruling.grant,
                                 reason=f"no approval id is free ({exc}); answer the pending "
-                                "approvals or wait. See docs/runbook.md#approvals-exhausted")
+                                f"approvals or wait. {see(exc)}")
         if ruling.kind == "allowed":
             outcome: OutcomeAllowed | OutcomeAsk | OutcomeDenied = OutcomeAllowed()
         elif ruling.kind == "ask":

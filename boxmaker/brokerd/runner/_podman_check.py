@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import attrs
 import trio
 
+from ..._error_table import ERROR_RUNBOOKS
 from ..._errors import UnavailableError
 from ..._sd import child_environment
 from ...proto._escape import escape_text
@@ -106,7 +107,7 @@ async def check_podman(podman: str, image: str, trial_argv: Sequence[str] | None
         return PodmanCheck(
             ok=False,
             image=image,
-            reason=f"{reason}. See docs/runbook.md#runner-unavailable",
+            reason=f"{reason}. See {ERROR_RUNBOOKS['runner_unavailable']}",
             rootless=rootless,
         )
 
