@@ -193,3 +193,19 @@ def test_the_table_module_imports_nothing_of_boxmaker() -> None:
     assert not any(name.startswith(("boxmaker", ".")) for name in imported if name)
     assert all(node.level == 0 for node in ast.walk(tree) if isinstance(node, ast.ImportFrom))
     assert "trio" not in imported
+
+
+def test_pointers_are_written_only_in_the_table() -> None:
+    """No message carries a pasted pointer: the place that shows it asks the table.
+
+    The modules of NOT_YET still do until they have moved into boxmaker/_http/.
+    """
+    pasted = []
+    for path in sorted((REPO / "boxmaker").rglob("*.py")):
+        rel = path.relative_to(REPO).as_posix()
+        if rel in NOT_YET or rel == "boxmaker/_error_table.py":
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if "runbook.md#" in line:
+                pasted.append(f"{rel}:{number}")
+    assert pasted == []

@@ -10,6 +10,7 @@ import click
 import trio
 
 from .. import __version__
+from .._error_table import shown
 from .._errors import UnavailableError
 from .._unix import ListenerLost
 from ..proto._escape import escape_text
@@ -46,16 +47,16 @@ def serve_cmd(config_path: Path | None) -> None:
     try:
         config = load_config(config_path)
     except ConfigError as exc:
-        raise Failed(f"inferproxy: bad configuration: {_escaped(exc)}"
-                     " docs/runbook.md#inferproxy-start-failed") from exc
+        raise Failed(shown(f"inferproxy: bad configuration: {_escaped(exc)}", exc,
+                           joiner=" ")) from exc
     try:
         trio.run(run, config)
     except StartFailed as exc:
-        raise Failed(f"inferproxy: cannot start: {_escaped(exc)}"
-                     " docs/runbook.md#inferproxy-start-failed") from exc
+        raise Failed(shown(f"inferproxy: cannot start: {_escaped(exc)}", exc,
+                           joiner=" ")) from exc
     except ListenerLost as exc:
-        raise Failed(f"inferproxy: stopped: {_escaped(exc)}"
-                     " docs/runbook.md#inferproxy-listener-lost") from exc
+        raise Failed(shown(f"inferproxy: stopped: {_escaped(exc)}", exc, joiner=" ",
+                           shown_by="inferproxy")) from exc
 
 
 def main() -> None:
