@@ -20,6 +20,8 @@ import attrs
 import h11
 import trio
 
+from ._errors import PeerError, UnavailableError
+
 MAX_BODY = 256 * 1024
 REQUEST_TIMEOUT_S = 10.0
 IDLE_TIMEOUT_S = 30.0
@@ -46,11 +48,11 @@ class HttpResponse:
 Handler = Callable[[HttpRequest], Awaitable[HttpResponse]]
 
 
-class HttpError(Exception):
+class HttpError(UnavailableError):
     """The peer cannot be reached, or answered something that is not HTTP/1.1."""
 
 
-class _TooBig(Exception):
+class _TooBig(PeerError):
     pass
 
 

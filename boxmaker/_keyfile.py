@@ -14,13 +14,14 @@ import stat
 from pathlib import Path
 
 from ._atomic_file import fsync_directory
+from ._errors import ConfigurationError
 from .proto._note import NoteError, Signer, b64, check_key_name, strict_b64decode
 
 _PREFIX = "PRIVATE+KEY+"
 MAX_KEY_FILE_BYTES = 1024
 
 
-class KeyFileError(Exception):
+class KeyFileError(ConfigurationError):
     """A key file that cannot be read, created or trusted; the message says why."""
 
 

@@ -29,6 +29,8 @@ import socket
 from collections.abc import Mapping
 from typing import Final
 
+from ._errors import ConfigurationError
+
 LISTEN_FDS_START: Final = 3
 NOTIFY_TIMEOUT_S: Final = 2.0
 ACTIVATED_BACKLOG: Final = 128
@@ -36,7 +38,7 @@ _ENV_KEYS: Final = ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES")
 _NOT_FOR_CHILDREN: Final = (*_ENV_KEYS, "NOTIFY_SOCKET")
 
 
-class ActivationError(Exception):
+class ActivationError(ConfigurationError):
     """The sockets systemd passed are not what the daemon needs (the setup's fault)."""
 
 

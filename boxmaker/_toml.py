@@ -6,13 +6,14 @@ import tomllib
 from pathlib import Path
 from typing import TypeVar
 
+from ._errors import ConfigurationError
 from .proto._convert import structure
 from .proto._errors import DecodeError
 
 T = TypeVar("T")
 
 
-class TomlFileError(Exception):
+class TomlFileError(ConfigurationError):
     """A TOML file that cannot be read, is not UTF-8 or TOML, or does not fit its schema.
 
     The message names the file.  Each program turns it into its own config error.

@@ -31,6 +31,8 @@ from pathlib import Path
 import attrs
 import trio
 
+from ._errors import UnavailableError
+
 log = logging.getLogger("boxmaker.sockets")
 
 CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
@@ -44,11 +46,11 @@ LISTEN_BACKLOG = 128
 _UCRED = struct.Struct("3i")
 
 
-class SocketSetupError(Exception):
+class SocketSetupError(UnavailableError):
     """A socket path that a daemon refuses to bind (the environment's fault)."""
 
 
-class ListenerLost(Exception):
+class ListenerLost(UnavailableError):
     """A listener failed in a way that is not resource exhaustion."""
 
 

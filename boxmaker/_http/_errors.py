@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal
 
+from .._errors import UnavailableError
 from ..proto._escape import escape_line
 
 _SHOWN_TEXT: Final = 300
@@ -19,7 +20,7 @@ _SHOWN_TEXT: Final = 300
 Phase = Literal["connect", "first_event", "idle", "total"]
 
 
-class InferenceError(Exception):
+class InferenceError(UnavailableError):
     """Base class: talking to the inference server failed."""
 
     def __init__(self, message: str) -> None:

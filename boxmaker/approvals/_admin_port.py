@@ -14,6 +14,7 @@ from pathlib import Path
 
 import trio
 
+from .._errors import UnavailableError
 from .._unix import peer_credentials, served_by
 from ..proto._convert import U64
 from ..proto._errors import DecodeError
@@ -29,7 +30,7 @@ from ..proto._wire_admin import (
 ANSWER_SECONDS = 30.0
 
 
-class AdminUnreachable(Exception):
+class AdminUnreachable(UnavailableError):
     """brokerd could not be reached or did not answer (the message says which)."""
 
 

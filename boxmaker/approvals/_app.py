@@ -19,6 +19,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import urlsplit
 
+from .._errors import PeerError
 from ..proto._convert import U64, JsonObject, structure, unstructure
 from ..proto._errors import DecodeError
 from ..proto._escape import escape_line
@@ -60,7 +61,7 @@ _PAGES = {"/": "index.html", "/enrol": "enrol.html"}
 Ask = Callable[[AdminRequestBody], Awaitable[AdminAnswer]]
 
 
-class HttpError(Exception):
+class HttpError(PeerError):
     def __init__(self, status: int, code: str, message: str) -> None:
         super().__init__(message)
         self.status, self.code, self.message = status, code, message

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
+from .._errors import ConfigurationError
 from .._passkey_origin import origin_problem
 from .._paths import UID_MAX, absolute, boxmaker_home, default_socket, under
 from .._toml import TomlFileError, read_toml
@@ -27,7 +28,7 @@ DEFAULT_LISTEN = "127.0.0.1:8443"
 DEFAULT_ORIGIN = "http://localhost:8443"
 
 
-class ConfigError(Exception):
+class ConfigError(ConfigurationError):
     """approvals.toml cannot be read or is not valid."""
 
 

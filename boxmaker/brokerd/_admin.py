@@ -13,6 +13,7 @@ from typing import Literal
 
 import trio
 
+from .._error_table import shown
 from .._streams import send_frame
 from .._unix import PeerCred
 from ..policy._load import GrantsMissing, load_grants, missing_state
@@ -100,7 +101,8 @@ def status_of(daemon: Daemon) -> Status:
                             image=runtime_image(runtime),
                             reason=None if runtime.ok else getattr(runtime, "reason", None)),
         warnings=list(daemon.warnings)
-        + ([f"the audit log is unavailable: {writer.failure}"] if writer.failure else []),
+        + ([f"the audit log is unavailable: {shown(str(writer.failure), writer.failure)}"]
+           if writer.failure else []),
         checkpoints=CheckpointsStatus(size=None, signed_at=None, witnesses=[])
         if daemon.checkpoints is None else daemon.checkpoints.status(daemon.format_time),
     )
@@ -176,7 +178,7 @@ async def _answer(body: ApproveRequest | RefuseRequest, peer: PeerCred,
         try:
             await daemon.ledger.record(leading)
         except AuditUnavailable as exc:
-            return error_answer("audit_unavailable", str(exc))
+            return error_answer("audit_unavailable", shown(str(exc), exc))
     protected = daemon.config.protected
     passkey = None
     if isinstance(body, ApproveRequest):
@@ -198,7 +200,7 @@ async def _answer(body: ApproveRequest | RefuseRequest, peer: PeerCred,
     except NoSuchApproval:
         return _no_such_approval(body.approval_id)
     except AuditUnavailable as exc:
-        return error_answer("audit_unavailable", str(exc))
+        return error_answer("audit_unavailable", shown(str(exc), exc))
     log.info("approval %d %s by uid %d", body.approval_id, verdict, peer.uid)
     return Ok()
 
@@ -216,5 +218,5 @@ async def _declassify(body: DeclassifyRequest, peer: PeerCred, daemon: Daemon) -
         return error_answer(
             "not_lower", "a declassify may only lower the taint (label down, untrusted cleared)")
     except AuditUnavailable as exc:
-        return error_answer("audit_unavailable", str(exc))
+        return error_answer("audit_unavailable", shown(str(exc), exc))
     return Ok()

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import trio
 
+from .._error_table import shown
 from .._unix import PeerCred
 from ..proto._audit_passkey import MAX_ATTEMPT_REASON, PasskeyRecord, PasskeyUse
 from ..proto._convert import U64, JsonObject
@@ -94,7 +95,7 @@ async def _refuse(daemon: Daemon, approval_id: int | None, peer: PeerCred,
     try:
         await daemon.ledger.attempt(approval_id, by=peer.uid, reason=reason)
     except AuditUnavailable as exc:
-        return error_answer("audit_unavailable", str(exc))
+        return error_answer("audit_unavailable", shown(str(exc), exc))
     log.warning("passkey required: %s (uid %d)", reason, peer.uid)
     return _required(reason)
 
@@ -222,7 +223,7 @@ async def _use_link(body: PasskeyOptionsRequest | PasskeyAddRequest | PasskeyRem
     try:
         records = await daemon.ledger.record([event])
     except AuditUnavailable as exc:
-        return error_answer("audit_unavailable", str(exc))
+        return error_answer("audit_unavailable", shown(str(exc), exc))
     for record in records:
         registry.feed(record)
     log.info("passkey %s %s (%s) by uid %d", event.action, event.credential_id, event.name,

@@ -32,6 +32,7 @@ from typing import Any, Literal
 import attrs
 import trio
 
+from .._errors import UnavailableError
 from ..proto._taint import Taint
 
 ID_LOW = 100_000
@@ -45,7 +46,7 @@ _RANDOM_TRIES = 64
 """Random draws before a crowded table walks to the next free id instead."""
 
 
-class ApprovalIdsExhausted(Exception):
+class ApprovalIdsExhausted(UnavailableError):
     """Every six-digit id is pending, or held for 2 x ttl after its answer."""
 
 

@@ -98,8 +98,7 @@ async def open_audit_log(
         except OSError as exc:
             raise AuditUnavailable(
                 "brokerd: the audit log cannot be written (reading it failed: "
-                f"{exc.strerror or exc}); refusing every call. "
-                "See docs/runbook.md#audit-unavailable"
+                f"{exc.strerror or exc}); refusing every call"
             ) from exc
         unaccepted = chain.unaccepted
         if unaccepted and not accept_break:
@@ -107,7 +106,7 @@ async def open_audit_log(
             raise AuditChainBroken(
                 f"brokerd: the audit log does not verify: {first.kind} in {first.file} "
                 f"line {first.line} ({len(unaccepted)} unaccepted failure(s)); refusing "
-                "to start. See docs/runbook.md#audit-chain-broken"
+                "to start"
             )
         next_seq, prev = chain.next_seq, chain.next_prev
         # Step 3: a torn tail is closed off in its own file.
@@ -179,8 +178,7 @@ async def _append_lines(
         except OSError as exc:
             raise AuditUnavailable(
                 f"brokerd: the audit log cannot be written (start-up append to {name} "
-                f"failed: {exc.strerror or exc}); refusing every call. "
-                "See docs/runbook.md#audit-unavailable"
+                f"failed: {exc.strerror or exc}); refusing every call"
             ) from exc
     finally:
         os.close(fd)
@@ -225,13 +223,12 @@ async def _recover_torn_tail(
     except OSError as exc:
         raise AuditUnavailable(
             f"brokerd: the audit log cannot be written (reading {torn.file} failed: "
-            f"{exc.strerror or exc}); refusing every call. "
-            "See docs/runbook.md#audit-unavailable"
+            f"{exc.strerror or exc}); refusing every call"
         ) from exc
     if len(torn_bytes) != event.bytes or hashlib.sha256(torn_bytes).hexdigest() != event.sha256:
         raise AuditUnavailable(
             f"brokerd: the audit log cannot be written ({torn.file} changed during "
-            "start-up); refusing every call. See docs/runbook.md#audit-unavailable"
+            "start-up); refusing every call"
         )
     record = _record(seq, prev, event, clock)
     # One write: the torn line's end and the record that explains it.

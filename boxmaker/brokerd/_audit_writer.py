@@ -38,6 +38,8 @@ from boxmaker.proto._audit import (
 )
 from boxmaker.proto._wire import format_ts
 
+from .._errors import UnavailableError
+
 LOCK_NAME = ".lock"
 
 Clock = Callable[[], datetime]
@@ -54,7 +56,7 @@ WriteFn = Callable[[int, bytes], int]
 # Errors, split by fault
 
 
-class AuditError(Exception):
+class AuditError(UnavailableError):
     """Base class: the audit log cannot be used."""
 
 
@@ -72,8 +74,7 @@ class AuditUnavailable(AuditError):
 
 def _unavailable(what: str) -> AuditUnavailable:
     return AuditUnavailable(
-        f"brokerd: the audit log cannot be written ({what}); refusing every call. "
-        "See docs/runbook.md#audit-unavailable"
+        f"brokerd: the audit log cannot be written ({what}); refusing every call"
     )
 
 
@@ -124,7 +125,7 @@ def lock_audit_dir(dir_fd: int) -> int:
         os.close(fd)
         raise AuditLocked(
             "brokerd: another brokerd holds the audit log's lock (audit/.lock); "
-            "refusing to start. See docs/runbook.md#audit-locked"
+            "refusing to start"
         ) from exc
     except OSError as exc:
         os.close(fd)

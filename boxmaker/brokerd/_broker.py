@@ -25,6 +25,7 @@ from typing import Any
 
 import trio
 
+from .._error_table import ERROR_RUNBOOKS, see, shown
 from .._streams import receive_frame, send_frame
 from .._unix import PeerCred
 from ..policy._model import GrantState
@@ -107,7 +108,7 @@ async def read_request(stream: trio.abc.Stream, daemon: Daemon,
                 body = await receive_frame(stream, decoder)
             except FrameError as exc:
                 await send_frame(stream, encode_error(None, error_answer(
-                    "bad_frame", f"bad frame: {exc}. See docs/runbook.md#bad-frame")))
+                    "bad_frame", f"bad frame: {exc}. {see(exc)}")))
                 await linger_close(stream)
                 return None
         if scope.cancelled_caught:
@@ -169,7 +170,7 @@ async def _handle_call(stream: trio.abc.Stream, peer: PeerCred, daemon: Daemon,
             wall_now=daemon.wall_clock, format_time=daemon.format_time, omitted=omitted,
         )
     except AuditUnavailable as exc:
-        await send_answer(stream, rid, error_answer("audit_unavailable", str(exc)))
+        await send_answer(stream, rid, error_answer("audit_unavailable", shown(str(exc), exc)))
         return
     ruling = decided.ruling
     if ruling.kind == "denied":
@@ -246,7 +247,8 @@ async def _withdraw(daemon: Daemon, entry: PendingApproval) -> bool:
         try:
             took = await daemon.ledger.requester_gone(entry.approval_id)
         except AuditUnavailable as exc:
-            log.error("approval %d: requester gone, not recorded: %s", entry.approval_id, exc)
+            log.error("approval %d: requester gone, not recorded: %s", entry.approval_id,
+                      shown(str(exc), exc))
             return True
     if took:
         log.info("approval %d withdrawn: the requester went away", entry.approval_id)
@@ -324,13 +326,13 @@ async def _run_and_settle(stream: trio.abc.Stream, rid: int, daemon: Daemon, *, 
                                        label=ruling.label, untrusted=ruling.untrusted,
                                        output=output)
         except AuditUnavailable as exc:
-            await send_answer(stream, rid, error_answer("audit_unavailable", str(exc)))
+            await send_answer(stream, rid, error_answer("audit_unavailable", shown(str(exc), exc)))
             return
     if status == "runner_unavailable":
         reason = message or "the runner is unavailable"
         await send_answer(stream, rid, error_answer(
             "runner_unavailable",
-            f"brokerd: {reason}; nothing ran. See docs/runbook.md#runner-unavailable"))
+            f"brokerd: {reason}; nothing ran. See {ERROR_RUNBOOKS['runner_unavailable']}"))
         return
     if status == "unsafe_target":
         await send_answer(stream, rid, denied("unsafe_target", message or "unsafe target",

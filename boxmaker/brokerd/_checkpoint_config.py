@@ -11,6 +11,7 @@ from typing import Any
 
 import attrs
 
+from .._errors import ConfigurationError
 from .._http11 import Url
 from ..proto._checkpoint import CheckpointError, check_origin
 from ..proto._note import TYPE_COSIGNATURE_V1, NoteError, VerifierKey, parse_verifier_key
@@ -20,7 +21,7 @@ INTERVAL_MS_MAX = 86_400_000
 MAX_WITNESSES = 16
 
 
-class CheckpointsConfigError(ValueError):
+class CheckpointsConfigError(ConfigurationError, ValueError):
     pass
 
 

@@ -24,6 +24,7 @@ import trio
 
 from .._atomic_file import replace_file
 from .._checkpoint_files import SIGNED, read_checkpoint
+from .._errors import ConfigurationError
 from .._keyfile import KeyFileError, create_key_file, load_key, read_key_file
 from ..proto._checkpoint import log_signature_ok, parse_signed_checkpoint
 from ..proto._convert import U64
@@ -42,7 +43,7 @@ STOP_PUSH_S = 3.0
 """How long a stop waits for the last push to the witnesses."""
 
 
-class CheckpointKeyProblem(Exception):
+class CheckpointKeyProblem(ConfigurationError):
     """The checkpoint key is missing (for a non-empty log) or cannot be used."""
 
 
@@ -128,13 +129,12 @@ def _load_signer(config: BrokerdConfig, origin: str, *, log_size: int, new_key: 
             raise CheckpointKeyProblem(
                 f"brokerd: the audit log has {log_size} lines but {path} is missing; a "
                 "deleted key is never replaced silently. Restore it, or start once with "
-                "--new-checkpoint-key. See docs/runbook.md#checkpoint-key-missing") from None
+                "--new-checkpoint-key") from None
         try:
             signer = create_key_file(path, origin, TYPE_ED25519)
         except OSError as exc:
             raise CheckpointKeyProblem(
-                f"brokerd: cannot create {path}: {exc.strerror or exc}. "
-                "See docs/runbook.md#checkpoint-key-missing") from exc
+                f"brokerd: cannot create {path}: {exc.strerror or exc}") from exc
         if log_size > 0:
             message = (f"a new checkpoint key was made for a log of {log_size} lines "
                        "(--new-checkpoint-key): witnesses must be given the new key")
@@ -144,8 +144,7 @@ def _load_signer(config: BrokerdConfig, origin: str, *, log_size: int, new_key: 
             log.info("created the checkpoint key %s", path)
     except (KeyFileError, OSError) as exc:
         raise CheckpointKeyProblem(
-            f"brokerd: the checkpoint key cannot be used: {exc}. "
-            "See docs/runbook.md#checkpoint-key-missing") from exc
+            f"brokerd: the checkpoint key cannot be used: {exc}") from exc
     public = (signer.verifier.text() + "\n").encode("ascii")
     try:
         current = config.checkpoint_pub.read_bytes()

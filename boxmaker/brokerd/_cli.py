@@ -19,6 +19,7 @@ import click
 import trio
 
 from .. import __version__
+from .._error_table import see, shown
 from .._unix import ListenerLost
 from ..proto._escape import escape_line
 from ._audit_link import rebuild_from_log
@@ -43,8 +44,7 @@ def _load(config_path: Path | None) -> BrokerdConfig:
     try:
         return load_config(config_path)
     except ConfigError as exc:
-        _fail(f"brokerd: the config is not valid: {exc}; refusing to start. "
-              "See docs/runbook.md#brokerd-start-failed")
+        _fail(f"brokerd: the config is not valid: {exc}; refusing to start. {see(exc)}")
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -75,16 +75,15 @@ def serve_command(config_path: Path | None, accept_break: bool,
         trio.run(lambda: serve(config, accept_break=accept_break, handle_signals=True,
                                new_checkpoint_key=new_checkpoint_key))
     except CheckpointKeyProblem as exc:
-        _fail(str(exc))
+        _fail(shown(str(exc), exc))
     except AuditError as exc:
-        _fail(str(exc))
+        _fail(shown(str(exc), exc))
     except StartFailed as exc:
-        _fail(f"brokerd: cannot start: {exc}. See docs/runbook.md#brokerd-start-failed")
+        _fail(f"brokerd: cannot start: {exc}. {see(exc)}")
     except ListenerLost as exc:
-        _fail(f"brokerd: {exc}; stopped. See docs/runbook.md#brokerd-listener-lost")
+        _fail(f"brokerd: {exc}; stopped. {see(exc)}")
     except OSError as exc:
-        _fail(f"brokerd: cannot start: {exc.strerror or exc}. "
-              "See docs/runbook.md#brokerd-start-failed")
+        _fail(f"brokerd: cannot start: {exc.strerror or exc}. {see(StartFailed)}")
 
 
 @cli.command("check-config")
@@ -123,7 +122,7 @@ def check_config_command(config_path: Path | None) -> None:
     problem = runner_settings_problem(config)
     if problem is not None:
         _fail(f"brokerd: the config is not valid: {problem}; refusing to start. "
-              "See docs/runbook.md#brokerd-start-failed")
+              f"{see(ConfigError)}")
     if config.single_uid:
         click.echo("warning: one uid may both call tools and approve them (see deploy/)")
     click.echo("ok: the config is valid")
@@ -142,10 +141,10 @@ def rebuild_state_command(config_path: Path | None) -> None:
             os.close(dir_fd)
     except AuditLocked:
         _fail("brokerd: brokerd is running on this audit log and keeps the state files itself; "
-              "stop it first. See docs/runbook.md#audit-locked")
+              f"stop it first. {see(AuditLocked)}")
         return
     except AuditError as exc:
-        _fail(str(exc))
+        _fail(shown(str(exc), exc))
         return
     try:
         taints, _, head = rebuild_from_log(config.audit)

@@ -14,6 +14,7 @@ from typing import Literal
 
 import attrs
 
+from .._errors import ConfigurationError
 from .._passkey_origin import check_passkey_settings
 from .._paths import UID_MAX, absolute, boxmaker_home, default_socket, under
 from .._toml import TomlFileError, parse_toml
@@ -25,7 +26,7 @@ TTL_MS_MAX = 86_400_000
 RunnerKind = Literal["podman", "refusing", "echo"]
 
 
-class ConfigError(Exception):
+class ConfigError(ConfigurationError):
     """brokerd.toml cannot be read or is not valid (the owner's file is at fault)."""
 
 

@@ -10,6 +10,7 @@ from typing import Any, Literal, Protocol
 import attrs
 import trio
 
+from .._error_table import condition
 from ..policy._load import GrantsWatcher
 from ..policy._model import (
     EMPTY_DIGEST,
@@ -105,7 +106,7 @@ class Daemon:
             if not changed:
                 return state, []
             log.warning("grants: the grants directory cannot be read (%s); every call is "
-                        "denied. See docs/runbook.md#grants-invalid", exc.strerror or exc)
+                        "denied. See %s", exc.strerror or exc, condition("grants_invalid"))
             return state, [grants_event(state)]
         if self.grants_unreadable:
             self.grants_unreadable = False
@@ -117,8 +118,8 @@ class Daemon:
             log.info("grants: %d grants, digest %s", report.count, report.digest)
         elif getattr(state, "missing", False):
             log.warning("grants: the grants directory is missing; every call is denied. "
-                        "See docs/runbook.md#grants-missing")
+                        "See %s", condition("grants_missing"))
         else:
             log.warning("grants: %d problems; every call is denied. "
-                        "See docs/runbook.md#grants-invalid", len(report.problems))
+                        "See %s", len(report.problems), condition("grants_invalid"))
         return state, [grants_event(state)]

@@ -31,6 +31,8 @@ from typing import Any, Literal
 import attrs
 import trio
 
+from .._error_table import condition, see, shown
+from .._errors import PeerError
 from ..proto._audit import (
     ApprovalRecord,
     BoundedCall,
@@ -94,15 +96,15 @@ class Decided:
     approval: PendingApproval | None
 
 
-class NoSuchApproval(Exception):
+class NoSuchApproval(PeerError):
     """No pending approval has that id (someone else took it, or it never was)."""
 
 
-class NoSuchSession(Exception):
+class NoSuchSession(PeerError):
     """brokerd has never seen that session."""
 
 
-class NotLower(Exception):
+class NotLower(PeerError):
     """A declassify that would raise the taint."""
 
 
@@ -201,8 +203,8 @@ class Ledger:
         if state.problem is not None:
             log.warning(
                 "session %s: state file %s (%s); using secret + untrusted. "
-                "See docs/runbook.md#broker-state-damaged",
-                session, state.problem, state.detail,
+                "See %s",
+                session, state.problem, state.detail, condition("broker_state_damaged"),
             )
             entry = _Session(taint=FAIL_CLOSED, seq=0, durable=None, problem=state.problem)
         else:
@@ -271,7 +273,7 @@ class Ledger:
             except ApprovalIdsExhausted as exc:
                 ruling = Ruling(kind="denied", code="approvals_exhausted", grant=ruling.grant,
                                 reason=f"no approval id is free ({exc}); answer the pending "
-                                "approvals or wait. See docs/runbook.md#approvals-exhausted")
+                                f"approvals or wait. {see(exc)}")
         if ruling.kind == "allowed":
             outcome: OutcomeAllowed | OutcomeAsk | OutcomeDenied = OutcomeAllowed()
         elif ruling.kind == "ask":
@@ -396,7 +398,7 @@ class Ledger:
                 await self.writer.append([event])
         except AuditUnavailable as exc:
             entry.resolve(Answer(run=False, error_code="audit_unavailable",
-                                 denied_reason=str(exc)))
+                                 denied_reason=shown(str(exc), exc)))
             raise
         except BaseException:
             if not entry.answered:  # our bug: the waiter is not left hanging
@@ -427,7 +429,7 @@ class Ledger:
         except AuditUnavailable as exc:
             for entry in entries:
                 entry.resolve(Answer(run=False, error_code="audit_unavailable",
-                                     denied_reason=str(exc)))
+                                     denied_reason=shown(str(exc), exc)))
             return
         for entry in entries:
             self._release(entry)

@@ -34,6 +34,7 @@ from webauthn.helpers.structs import (
     UserVerificationRequirement,
 )
 
+from .._errors import PeerError
 from ..proto._audit import ApprovalRecord, Record
 from ..proto._audit_passkey import PasskeyRecord, PasskeyUse
 from ..proto._wire_passkey import B64URL_MAX, Assertion, EnrolAction, b64url, from_b64url
@@ -48,11 +49,11 @@ MAX_CREDENTIAL_ID = 1023
 RP_NAME = "boxmaker"
 
 
-class PasskeyInvalid(Exception):
+class PasskeyInvalid(PeerError):
     """An assertion or attestation that does not verify (the message says which rule)."""
 
 
-class NoSuchEnrolment(Exception):
+class NoSuchEnrolment(PeerError):
     """No live enrolment link has that token (used, expired, or never made)."""
 
 

@@ -24,6 +24,8 @@ import attrs
 import trio
 
 from .. import __version__
+from .._error_table import ERROR_RUNBOOKS, condition, shown
+from .._errors import UnavailableError
 from .._protected import ProtectedSet, protected_set
 from .._sd import ActivationError, listen_fds, notify, unix_listener
 from .._unix import (
@@ -68,7 +70,7 @@ FSYNC_OFF_WARNING = (
 Handler = Callable[[trio.abc.Stream, PeerCred, Daemon], Awaitable[None]]
 
 
-class StartFailed(Exception):
+class StartFailed(UnavailableError):
     """brokerd cannot start (config, socket paths, directories); `#brokerd-start-failed`."""
 
 
@@ -189,8 +191,8 @@ def _damaged_state_warnings(config: BrokerdConfig, head: int | None,
         state = read_state(config.sessions_dir, session, head_seq=head)
         if state is not None and state.problem is not None:
             log.warning("session %s: state file %s (%s); used as secret + untrusted. "
-                        "See docs/runbook.md#broker-state-damaged",
-                        session, state.problem, state.detail)
+                        "See %s",
+                        session, state.problem, state.detail, condition("broker_state_damaged"))
             out.append(f"session {session}: state file {state.problem}; used as secret + untrusted")
     return out
 
@@ -263,22 +265,23 @@ async def _serve_with_log(
     if not grants.ok:
         if getattr(grants, "missing", False):
             log.warning("the grants directory %r does not exist; every call is denied. "
-                        "See docs/runbook.md#grants-missing", os.fsdecode(config.grants))
+                        "See %s", os.fsdecode(config.grants), condition("grants_missing"))
         else:
             log.warning("the grant set has %d problems; every call is denied. "
-                        "See docs/runbook.md#grants-invalid", len(grants.report.problems))
+                        "See %s", len(grants.report.problems), condition("grants_invalid"))
     problem = runner_settings_problem(config)
     if problem is not None:  # before `podman info`: a bad setting fails at once
         raise StartFailed(f"the [runner] settings are not valid: {problem}")
     protected = await trio.to_thread.run_sync(compute_protected, config)
     if protected.missing or protected.unknown:
         log.warning("protected roots missing or unknown: %s; no file tool runs. "
-                    "See docs/runbook.md#runner-unavailable",
-                    ", ".join([*protected.missing, *protected.unknown]))
+                    "See %s",
+                    ", ".join([*protected.missing, *protected.unknown]),
+                    condition("runner_unavailable"))
     runtime = await make_runtime(config, protected)
     if not runtime.ok:
         log.warning("runner %s: %s; allowed calls answer runner_unavailable. "
-                    "See docs/runbook.md#runner-unavailable", runtime.kind, runtime.reason)
+                    "See %s", runtime.kind, runtime.reason, condition("runner_unavailable"))
     if config.single_uid:
         log.warning("%s", SINGLE_UID_WARNING)
         warnings.append(SINGLE_UID_WARNING)
@@ -300,7 +303,7 @@ async def _serve_with_log(
         warnings.append(off)
     if startup.passkeys_dropped:
         dropped = ("the passkeys enrolled before the audit log's accepted break are not "
-                   "trusted: enrol again (bxctl passkey add). See docs/runbook.md#passkey-required")
+                   f"trusted: enrol again (bxctl passkey add). See {condition('passkey_required')}")
         log.warning("%s", dropped)
         warnings.append(dropped)
     run_queue = RunQueue(max_concurrent=config.max_concurrent, max_queued=config.max_queued,
@@ -378,7 +381,7 @@ async def _serve_with_log(
                     try:
                         await ledger.record([Stop(reason=handle.stop_reason)])
                     except AuditUnavailable as exc:
-                        log.error("stop not recorded: %s", exc)
+                        log.error("stop not recorded: %s", shown(str(exc), exc))
                     await ledger.flush_states()
                     await runtime.aclose()
                     if checkpoints is not None:
@@ -417,7 +420,7 @@ async def _connection(sock: trio.socket.SocketType, name: str, allowed: frozense
             return
         if peer.uid not in allowed:
             log.warning("%s: refused a peer with uid %d (pid %d): not allowed on this socket. "
-                        "See docs/runbook.md#forbidden-peer", name, peer.uid, peer.pid)
+                        "See %s", name, peer.uid, peer.pid, ERROR_RUNBOOKS["forbidden"])
             await stream.send_all(_forbidden_frame(name, peer.uid))
             await linger_close(stream)
             return
@@ -436,6 +439,6 @@ def _forbidden_frame(name: str, uid: int) -> bytes:
 
     return encode_frame(error_frame(
         None, "forbidden",
-        f"uid {uid} may not connect to {name}. See docs/runbook.md#forbidden-peer",
-        "docs/runbook.md#forbidden-peer",
+        f"uid {uid} may not connect to {name}. See {ERROR_RUNBOOKS['forbidden']}",
+        ERROR_RUNBOOKS["forbidden"],
     ))

@@ -22,6 +22,7 @@ from typing import Literal
 
 import attrs
 
+from .._errors import UnavailableError
 from ..proto._convert import U64, decode, encode
 from ..proto._errors import DecodeError
 from ..proto._taint import FAIL_CLOSED, NEW_SESSION, Label, Taint
@@ -52,7 +53,7 @@ class SessionState:
     """For the daemon log: why the file is damaged or unreadable."""
 
 
-class StateWriteError(Exception):
+class StateWriteError(UnavailableError):
     """A state file could not be written (the environment's fault)."""
 
 

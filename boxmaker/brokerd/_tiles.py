@@ -24,6 +24,7 @@ from pathlib import Path
 import trio
 
 from .._audit_leaves import iter_leaves
+from .._errors import DamagedError
 from ..proto._merkle import (
     HASH_SIZE,
     CompactRange,
@@ -39,7 +40,7 @@ log = logging.getLogger("brokerd")
 TILES = "tiles"
 
 
-class StoreDamaged(Exception):
+class StoreDamaged(DamagedError):
     pass
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import trio
 
 from .._checkpoint_files import cosigned_name, read_checkpoint, save_checkpoint
+from .._errors import UnavailableError
 from .._http11 import HttpError, request
 from ..proto._checkpoint import (
     SignedCheckpoint,
@@ -40,7 +41,7 @@ BACKOFF_MAX_S = 300.0
 MAX_CONFLICTS = 4
 
 
-class PushFailed(Exception):
+class PushFailed(UnavailableError):
     pass
 
 

@@ -18,6 +18,8 @@ from pathlib import Path
 import click
 import trio
 
+from .._error_table import shown
+from .._errors import UnavailableError
 from .._unix import peer_credentials, served_by
 from ..proto._convert import U64
 from ..proto._errors import DecodeError
@@ -34,7 +36,7 @@ ANSWER_SECONDS = 30.0
 EXIT_UNREACHABLE = 3
 
 
-class DaemonUnreachable(click.ClickException):
+class DaemonUnreachable(UnavailableError, click.ClickException):
     """brokerd could not be reached, or did not answer in time (exit 3)."""
 
     exit_code = EXIT_UNREACHABLE
@@ -45,7 +47,7 @@ class DaemonUnreachable(click.ClickException):
         """True when the request went out: brokerd may have acted."""
 
     def format_message(self) -> str:
-        return self.message
+        return shown(self.message, self)
 
     def show(self, file: object = None) -> None:
         click.echo(f"bxctl: {self.format_message()}", err=True)
@@ -57,8 +59,7 @@ def _show(path: Path) -> str:
 
 def _not_sent(path: Path, why: str) -> DaemonUnreachable:
     return DaemonUnreachable(
-        f"cannot reach brokerd at {_show(path)} ({why}); nothing was sent. "
-        "See docs/runbook.md#daemon-unreachable",
+        f"cannot reach brokerd at {_show(path)} ({why}); nothing was sent",
         sent=False,
     )
 
@@ -66,8 +67,7 @@ def _not_sent(path: Path, why: str) -> DaemonUnreachable:
 def _maybe_acted(path: Path, why: str) -> DaemonUnreachable:
     return DaemonUnreachable(
         f"brokerd at {_show(path)} {why}; it may or may not have acted: "
-        "`bxctl approvals` and `bxctl audit show` tell whether it did. "
-        "See docs/runbook.md#daemon-unreachable",
+        "`bxctl approvals` and `bxctl audit show` tell whether it did",
         sent=True,
     )
 

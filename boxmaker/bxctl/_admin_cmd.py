@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 
 import click
 
+from .._error_table import condition
 from ..brokerd._state import read_state
 from ..proto._convert import U64, U64_MAX, unstructure
 from ..proto._escape import escape_line
@@ -265,7 +266,7 @@ def _show_offline(app: App, name: str, as_json: bool, why: DaemonUnreachable) ->
         _fail(f"no state file for session {name}")
     if state.problem is not None:
         _fail(f"the state file of session {name} is {state.problem} ({state.detail}); brokerd "
-              "uses it as secret + untrusted. See docs/runbook.md#broker-state-damaged")
+              f"uses it as secret + untrusted. See {condition('broker_state_damaged')}")
     info = SessionInfo(session=name, label=state.taint.label, untrusted=state.taint.untrusted,
                        seq=U64(state.seq))
     if as_json:

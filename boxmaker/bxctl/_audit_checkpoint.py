@@ -20,6 +20,8 @@ import trio
 
 from .._audit_tree_scan import TreeFacts, verify_with_tree
 from .._checkpoint_files import read_all
+from .._error_table import shown
+from .._errors import UnavailableError
 from .._http11 import HttpError, Url, request
 from ..proto._checkpoint import parse_signed_checkpoint
 from ..proto._checkpoint_verdict import Candidate, CheckpointFinding, judge, sizes_needed
@@ -31,8 +33,11 @@ from ..proto._verify import ChainReport
 PUB_NAME = "checkpoint.pub"
 
 
-class WitnessUnreachable(click.ClickException):
+class WitnessUnreachable(UnavailableError, click.ClickException):
     exit_code = 3
+
+    def format_message(self) -> str:
+        return shown(self.message, self)
 
 
 def parse_witness_key(text: str) -> VerifierKey:
@@ -83,7 +88,7 @@ def _fetch(url: Url, origin: str) -> bytes | None:
         raise WitnessUnreachable(
             f"the witness at {escape_line(str(url.host))}:{url.port} could not be asked for "
             f"its latest checkpoint ({escape_line(str(exc) or 'no answer in time')}); nothing "
-            "was checked. See docs/runbook.md#daemon-unreachable") from exc
+            "was checked") from exc
 
 
 def gather(audit_dir: Path, origin: str, witness_url: str | None) -> list[Candidate]:

@@ -16,6 +16,8 @@ from typing import Any
 import click
 
 from .._audit_files import iter_lines, list_log_files, log_size, verify_directory
+from .._error_table import condition
+from .._errors import DamagedError
 from ..proto._audit import Record, event_key, parse_record
 from ..proto._convert import unstructure
 from ..proto._errors import DecodeError
@@ -48,7 +50,7 @@ def _directory(app: App, directory: Path | None) -> Path:
     return directory if directory is not None else app.config.audit
 
 
-class NotFine(click.ClickException):
+class NotFine(DamagedError, click.ClickException):
     """The thing checked is not fine (exit 1, 07-bxctl)."""
 
     exit_code = 1
@@ -132,7 +134,7 @@ def report_lines(report: ChainReport) -> list[str]:
         failed = report.unaccepted
         regions = len({f.region for f in failed})
         out.append(f"not ok: {_plural(len(failed), 'failure')} in "
-                   f"{_plural(regions, 'region')}; see docs/runbook.md#audit-chain-broken")
+                   f"{_plural(regions, 'region')}; see {condition('audit_chain_broken')}")
     return out
 
 
@@ -213,7 +215,7 @@ def head(app: App, directory: Path | None) -> None:
         failed = report.unaccepted
         raise NotFine(
             f"the audit log does not verify ({_plural(len(failed), 'failure')}); "
-            "`bxctl audit verify` says where. See docs/runbook.md#audit-chain-broken"
+            f"`bxctl audit verify` says where. See {condition('audit_chain_broken')}"
         )
     if report.head is None:
         raise NotFine("the audit log has no record yet, so it has no head")

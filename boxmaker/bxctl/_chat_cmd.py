@@ -23,6 +23,7 @@ import attrs
 import click
 import trio
 
+from .._error_table import ERROR_RUNBOOKS
 from ..policy._load import GrantsMissing, load_grants
 from ..policy._model import GrantSet
 from ..proto._escape import escape_line, escape_text
@@ -96,7 +97,7 @@ class LineReader:
             await self._stream.aclose()
 
 
-BAD_FRAME_RUNBOOK = "docs/runbook.md#bad-frame"
+BAD_FRAME_RUNBOOK = ERROR_RUNBOOKS["bad_frame"]
 
 
 def _single(exc: Exception) -> Exception:
@@ -177,7 +178,7 @@ class ChatSession:
                     if self.reader is None:
                         self.write(self._row_end())
                         raise error from None
-                    self.notice(error.message)
+                    self.notice(error.format_message())
                 else:
                     self.notice(f"the turn failed here ({_describe(error)})")
             finally:
@@ -260,7 +261,7 @@ class ChatSession:
             try:
                 approval = await self._fetch(event.approval_id)
             except DaemonUnreachable as exc:
-                self.notice(exc.message)
+                self.notice(exc.format_message())
                 return
             if approval is None:
                 return
@@ -292,7 +293,7 @@ class ChatSession:
             answer = await request_async(self.config.admin_socket, body,
                                          brokerd_uid=self.config.brokerd_uid)
         except DaemonUnreachable as exc:
-            self.notice(exc.message)
+            self.notice(exc.format_message())
             return
         if isinstance(answer, ErrorAnswer):
             self.notice(f"approval {approval_id}: {answer.message}")
@@ -339,7 +340,7 @@ class ChatSession:
                     try:
                         await self.run_turn(text)
                     except DaemonUnreachable as exc:
-                        self.write(f"{exc.message}\n")
+                        self.write(f"{exc.format_message()}\n")
                 nursery.cancel_scope.cancel()
 
     async def _on_sigint(self, signals: AsyncIterator[int]) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import attrs
 
+from .._errors import ConfigurationError
 from .._paths import boxmaker_home, default_socket, under
 from .._toml import TomlFileError, read_toml
 
@@ -38,7 +39,7 @@ class BxctlConfig:
     source: Path | None
 
 
-class ConfigError(Exception):
+class ConfigError(ConfigurationError):
     """bxctl.toml cannot be read or is not valid."""
 
 

@@ -14,6 +14,8 @@ from typing import Any, NoReturn
 
 import click
 
+from .._error_table import see, shown
+from .._errors import ConfigurationError
 from .._paths import boxmaker_home, default_socket, under
 from .._protected import protected_set
 from ..policy._decide import decide
@@ -52,11 +54,11 @@ def _load(directory: Path) -> GrantSet | InvalidGrantSet:
     try:
         return load_grants(directory)
     except GrantsMissing as exc:
-        _fail(f"bxctl: {exc}", 1)
+        _fail(f"bxctl: {shown(str(exc), exc)}", 1)
     except OSError as exc:
         _fail(
             f"bxctl: the grants directory {os.fsdecode(directory)!r} cannot be read "
-            f"({exc.strerror}). See docs/runbook.md#grants-missing",
+            f"({exc.strerror}). {see(GrantsMissing)}",
             1,
         )
 
@@ -89,7 +91,7 @@ def check(app: App, directory: Path | None, as_json: bool) -> None:
 # are committed the lead may replace this with `load_config(path).protected`.
 
 
-class _BrokerdConfigError(Exception):
+class _BrokerdConfigError(ConfigurationError):
     pass
 
 

@@ -35,12 +35,11 @@ def _unreachable(path: Path, why: str, *, sent: bool) -> DaemonUnreachable:
     if sent:
         return DaemonUnreachable(
             f"loopd at {_show(path)} {why}; the turn may or may not have run: "
-            "`bxctl chat` shows the conversation. See docs/runbook.md#daemon-unreachable",
+            "`bxctl chat` shows the conversation",
             sent=True,
         )
     return DaemonUnreachable(
-        f"cannot reach loopd at {_show(path)} ({why}); nothing was sent. "
-        "See docs/runbook.md#daemon-unreachable",
+        f"cannot reach loopd at {_show(path)} ({why}); nothing was sent",
         sent=False,
     )
 

@@ -20,6 +20,7 @@ from typing import IO, NoReturn
 import click
 
 from .._audit_files import log_size, verify_directory
+from .._error_table import condition
 from ..policy._decision import ProtectedPaths
 from ..policy._explain import report_lines as grants_report_lines
 from ..policy._model import GrantSet, InvalidGrantSet
@@ -34,7 +35,7 @@ from ._cli import App, pass_app
 from ._grants_cmd import _BrokerdConfigError, _load, brokerd_protected_paths, grants
 from ._replay_pool import DecidePool, parallel_worth_it
 
-CHAIN_RUNBOOK = "docs/runbook.md#audit-chain-broken"
+CHAIN_RUNBOOK = condition("audit_chain_broken")
 
 
 def protected_paths(brokerd_config: Path | None) -> ProtectedPaths:

@@ -10,13 +10,15 @@ import click
 import trio
 
 from .. import __version__
+from .._error_table import shown
+from .._errors import UnavailableError
 from .._unix import ListenerLost
 from ..proto._escape import escape_text
 from ._config import ConfigError, load_config
 from ._serve import StartFailed, run
 
 
-class Failed(click.ClickException):
+class Failed(UnavailableError, click.ClickException):
     """A fail-closed exit: the message (already escaped) on stderr, exit code 1."""
 
     exit_code = 1
@@ -45,16 +47,16 @@ def serve_cmd(config_path: Path | None) -> None:
     try:
         config = load_config(config_path)
     except ConfigError as exc:
-        raise Failed(f"inferproxy: bad configuration: {_escaped(exc)}"
-                     " docs/runbook.md#inferproxy-start-failed") from exc
+        raise Failed(shown(f"inferproxy: bad configuration: {_escaped(exc)}", exc,
+                           joiner=" ")) from exc
     try:
         trio.run(run, config)
     except StartFailed as exc:
-        raise Failed(f"inferproxy: cannot start: {_escaped(exc)}"
-                     " docs/runbook.md#inferproxy-start-failed") from exc
+        raise Failed(shown(f"inferproxy: cannot start: {_escaped(exc)}", exc,
+                           joiner=" ")) from exc
     except ListenerLost as exc:
-        raise Failed(f"inferproxy: stopped: {_escaped(exc)}"
-                     " docs/runbook.md#inferproxy-listener-lost") from exc
+        raise Failed(shown(f"inferproxy: stopped: {_escaped(exc)}", exc, joiner=" ",
+                           shown_by="inferproxy")) from exc
 
 
 def main() -> None:

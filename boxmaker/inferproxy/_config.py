@@ -22,6 +22,7 @@ from typing import Final, Literal
 
 import attrs
 
+from .._errors import ConfigurationError
 from .._paths import absolute, boxmaker_home, default_socket, under
 from .._toml import TomlFileError, read_toml
 from ..proto._escape import escape_line
@@ -31,7 +32,7 @@ MAX_REQUEST_BYTES_LIMIT: Final = 1024 * 1024 * 1024
 MAX_KEY_FILE_BYTES: Final = 4096
 
 
-class ConfigError(Exception):
+class ConfigError(ConfigurationError):
     """inferproxy.toml or a file it names cannot be used (the owner's files are at fault)."""
 
 

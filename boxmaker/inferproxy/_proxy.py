@@ -33,6 +33,7 @@ import attrs
 import h11
 import trio
 
+from .._errors import PeerError
 from .._http import HttpConnection, InferenceError, InferenceUnavailable
 from ..proto._escape import escape_line
 from ._config import Upstream
@@ -65,19 +66,19 @@ class ProxySettings:
     body_idle_timeout_s: float = 30.0
 
 
-class _ClientGone(Exception):
+class _ClientGone(PeerError):
     """The client closed its end or a send to it failed."""
 
 
-class _BadRequest(Exception):
+class _BadRequest(PeerError):
     """The client's bytes are not HTTP/1.1 as h11 accepts it."""
 
 
-class _TooLarge(Exception):
+class _TooLarge(PeerError):
     """A chunked request body grew past max_request_bytes."""
 
 
-class _Stalled(Exception):
+class _Stalled(PeerError):
     """The client stopped sending its request body."""
 
 

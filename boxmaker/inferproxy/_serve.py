@@ -31,6 +31,7 @@ import attrs
 import trio
 
 from .. import _sd
+from .._errors import UnavailableError
 from .._unix import SocketSetupError, accept_loop, bind_unix_listener
 from ..proto._escape import escape_line
 from ._config import ConfigError, InferproxyConfig, key_file_is_shared, read_api_key
@@ -40,7 +41,7 @@ from ._upstream import tls_context
 log = logging.getLogger("inferproxy")
 
 SOCKET_NAME: Final = "infer"
-class StartFailed(Exception):
+class StartFailed(UnavailableError):
     """inferproxy cannot start: bad config, socket path, key or CA file (the setup's fault)."""
 
 

@@ -26,6 +26,7 @@ from typing import Any
 import attrs
 import trio
 
+from .._error_table import condition
 from .._streams import receive_frame, send_frame
 from .._unix import peer_credentials, served_by
 from ..proto._convert import U64, JsonObject
@@ -45,7 +46,7 @@ from ..proto._wire_broker import (
 log = logging.getLogger("boxmaker.loopd")
 
 ONE_DAY_S = 86_400.0
-BROKER_UNAVAILABLE_RUNBOOK = "docs/runbook.md#broker-unavailable"
+BROKER_UNAVAILABLE_RUNBOOK = condition("broker_unavailable")
 
 
 @attrs.frozen(kw_only=True)

@@ -14,6 +14,8 @@ import click
 import trio
 
 from .. import __version__
+from .._error_table import bare, shown
+from .._errors import UnavailableError
 from .._http import InferenceError, LlamaClient
 from ..proto._escape import escape_text
 from ._config import ConfigError, LoopdConfig, load_config
@@ -22,7 +24,7 @@ from ._selftest import Expected, InferenceMismatch, self_test
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class Failed(click.ClickException):
+class Failed(UnavailableError, click.ClickException):
     """A fail-closed exit: the message (already escaped) on stderr, exit code 1."""
 
     exit_code = 1
@@ -45,8 +47,8 @@ def load_or_fail(path: Path | None) -> LoopdConfig:
         return load_config(path)
     except ConfigError as exc:
         raise Failed(
-            f"loopd: bad configuration: {escape_text(str(exc), keep_newlines=False)}"
-            " docs/runbook.md#loopd-start-failed"
+            shown(f"loopd: bad configuration: {escape_text(str(exc), keep_newlines=False)}",
+                  exc, joiner=" ")
         ) from exc
 
 
@@ -73,7 +75,7 @@ def self_test_cmd(config_path: Path | None) -> None:
             lambda: self_test(client, expected, load_timeout_s=inference.load_timeout_s)
         )
     except (InferenceError, InferenceMismatch) as exc:
-        raise Failed(f"self-test failed: {exc.message}") from exc
+        raise Failed(f"self-test failed: {shown(bare(exc.message, exc), exc, joiner=' ')}") from exc
     for line in report.lines()[1:]:
         click.echo(line)
     click.echo("self-test passed")

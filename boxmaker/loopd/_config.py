@@ -14,6 +14,7 @@ from pathlib import Path
 
 import attrs
 
+from .._errors import ConfigurationError
 from .._http import Endpoint, Timeouts
 from .._paths import UID_MAX, absolute, boxmaker_home, default_socket, under
 from .._toml import TomlFileError, read_toml
@@ -22,7 +23,7 @@ from ._tools import KNOWN_TOOLS
 DEFAULT_TOOLS = ("read_file", "list_dir", "write_file", "http_fetch")
 
 
-class ConfigError(Exception):
+class ConfigError(ConfigurationError):
     """loopd.toml cannot be read or is not valid (the owner's file is at fault)."""
 
 

@@ -20,6 +20,7 @@ from typing import Any, Literal
 import attrs
 import trio
 
+from .._errors import DamagedError
 from ..proto._convert import decode, encode
 from ..proto._errors import DecodeError
 
@@ -81,7 +82,7 @@ def to_chat(messages: list[Message]) -> list[dict[str, Any]]:
     return out
 
 
-class ConversationDamaged(Exception):
+class ConversationDamaged(DamagedError):
     """A conversation file has a line that is not a message (not a torn tail)."""
 
 

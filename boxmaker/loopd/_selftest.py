@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import attrs
 
+from .._errors import ConfigurationError
 from .._http import Endpoint, LlamaClient, Props, describe_props
 
 
-class InferenceMismatch(Exception):
+class InferenceMismatch(ConfigurationError):
     """The server runs with other slots, context or template capabilities than configured."""
 
     def __init__(self, message: str, *, mismatches: tuple[str, ...]) -> None:
@@ -82,8 +83,7 @@ async def self_test(client: LlamaClient, expected: Expected, *,
     if mismatches:
         raise InferenceMismatch(
             f"the inference server at {client.endpoint} does not match loopd.toml: "
-            + "; ".join(mismatches)
-            + " docs/runbook.md#inference-mismatch",
+            + "; ".join(mismatches),
             mismatches=mismatches,
         )
     return SelfTestReport(endpoint=client.endpoint, loading_answers=loading, props=props)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -20,6 +19,8 @@ import attrs
 import trio
 
 from .. import __version__, _sd
+from .._error_table import ERROR_RUNBOOKS, bare, shown
+from .._errors import PeerError, UnavailableError
 from .._http import InferenceError, LlamaClient
 from .._streams import receive_frame, send_frame
 from .._unix import accept_loop, bind_unix_listener, peer_credentials, served_by
@@ -54,19 +55,11 @@ log = logging.getLogger("boxmaker.loopd")
 REQUEST_FRAME_LIMIT_S = 10.0
 
 
-_TRAILING_POINTER = re.compile(r"\s*(See )?docs/runbook\.md#[a-z0-9-]+\.?$")
-
-
-def _without_pointer(message: str) -> str:
-    """A message with any trailing runbook pointer cut (the caller adds its own)."""
-    return _TRAILING_POINTER.sub("", message)
-
-
-class EventTooLarge(Exception):
+class EventTooLarge(PeerError):
     """An event that would not fit in one frame; the turn fails (never a traceback)."""
 
 
-class StartFailed(Exception):
+class StartFailed(UnavailableError):
     """loopd cannot start; the message ends with its runbook pointer."""
 
 
@@ -107,11 +100,10 @@ class LoopDaemon:
             report = await self_test(self.llama, self.expected(),
                                      load_timeout_s=self.config.inference.load_timeout_s)
         except InferenceMismatch as exc:
-            raise StartFailed(f"loopd: {exc.message}") from exc
+            raise StartFailed(f"loopd: {shown(exc.message, exc, joiner=' ')}") from exc
         except InferenceError as exc:
             raise StartFailed(
-                f"loopd: the self-test failed: {_without_pointer(exc.message)}"
-                " docs/runbook.md#inference-unavailable"
+                f"loopd: the self-test failed: {shown(bare(exc.message, exc), exc, joiner=' ')}"
             ) from exc
         for line in report.lines():
             log.info("self-test: %s", line)
@@ -148,7 +140,7 @@ class LoopDaemon:
                 model = props.model or ""
                 mismatches = check_props(props, self.expected())
                 if mismatches:
-                    reason = "; ".join(mismatches) + " docs/runbook.md#inference-mismatch"
+                    reason = shown("; ".join(mismatches), InferenceMismatch, joiner=" ")
             except InferenceError as exc:
                 reason = exc.message
         if scope.cancelled_caught:
@@ -207,7 +199,7 @@ class LoopDaemon:
             log.warning("loop.sock: refused uid %d (pid %d)", peer.uid, peer.pid)
             await send_frame(stream, error_frame(None, "forbidden",
                                                  "this uid may not use loop.sock",
-                                                 "docs/runbook.md#forbidden-peer"))
+                                                 ERROR_RUNBOOKS["forbidden"]))
             return
         decoder = FrameDecoder()
         with trio.move_on_after(REQUEST_FRAME_LIMIT_S) as scope:
@@ -222,7 +214,7 @@ class LoopDaemon:
             request = decode_loop_request(body)
         except BadVersion as exc:
             await send_frame(stream, error_frame(exc.id, "bad_version", "v must be 1",
-                                                 "docs/runbook.md#bad-frame"))
+                                                 ERROR_RUNBOOKS["bad_version"]))
             return
         except DecodeError as exc:
             await self._bad_frame(stream, peek_id(body), str(exc))
@@ -244,7 +236,7 @@ class LoopDaemon:
         log.warning("loop.sock: bad frame: %s", escape_line(why))
         await send_frame(stream, error_frame(request_id, "bad_frame",
                                              f"the frame does not decode: {why}",
-                                             "docs/runbook.md#bad-frame"))
+                                             ERROR_RUNBOOKS["bad_frame"]))
 
     async def _history(self, stream: trio.SocketStream, request_id: int,
                        conversation: str) -> None:
@@ -317,9 +309,9 @@ class LoopDaemon:
         try:
             done = await turn.run(say.conversation, say.text)
         except CoreUnreadable as exc:
-            return error_answer("core_unreadable", str(exc))
+            return error_answer("core_unreadable", shown(str(exc), exc))
         except InferenceError as exc:
-            return error_answer("inference_unavailable", _without_pointer(exc.message))
+            return error_answer("inference_unavailable", bare(exc.message, exc))
         except (TurnTimeout, ConversationDamaged, EventTooLarge) as exc:
             return error_answer("turn_failed", str(exc))
         except OSError as exc:
@@ -345,7 +337,7 @@ async def serve(
     try:
         activated = _sd.unix_listener(_sd.listen_fds(), "loop")
     except _sd.ActivationError as exc:
-        raise StartFailed(f"loopd: {exc} docs/runbook.md#loopd-start-failed") from exc
+        raise StartFailed(shown(f"loopd: {exc}", StartFailed, joiner=" ")) from exc
     if activated is not None:
         listener = activated
     else:
@@ -355,7 +347,7 @@ async def serve(
             listener = bind_unix_listener(config.socket, shared_dir=shared, open_socket=shared,
                                           own_uid=own)
         except Exception as exc:
-            raise StartFailed(f"loopd: {exc} docs/runbook.md#loopd-start-failed") from exc
+            raise StartFailed(shown(f"loopd: {exc}", StartFailed, joiner=" ")) from exc
     listener.setblocking(False)
     trio_listener = trio.socket.from_stdlib_socket(listener)
     with trio_listener:

@@ -22,6 +22,7 @@ from typing import Any
 import attrs
 import trio
 
+from .._errors import ConfigurationError, UnavailableError
 from .._http import ChatResult, LlamaClient, TextDelta, chat_request_body
 from ..proto._convert import U64, JsonObject
 from ..proto._errors import DecodeError
@@ -84,7 +85,7 @@ def text_for_model(code: str) -> str:
     return text if text.endswith(_DO_NOT_RETRY) else text + _DO_NOT_RETRY
 
 
-class CoreUnreadable(Exception):
+class CoreUnreadable(ConfigurationError):
     """core.md exists but cannot be read as UTF-8."""
 
 
@@ -96,13 +97,13 @@ def read_core(path: Path) -> str | None:
         return None
     except OSError as exc:
         raise CoreUnreadable(
-            f"{path} cannot be read ({exc.strerror}). See docs/runbook.md#core-unreadable"
+            f"{path} cannot be read ({exc.strerror})"
         ) from exc
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise CoreUnreadable(
-            f"{path} is not UTF-8 (byte {exc.start}). See docs/runbook.md#core-unreadable"
+            f"{path} is not UTF-8 (byte {exc.start})"
         ) from exc
 
 
@@ -158,7 +159,7 @@ class _Clock:
             self.paused_remaining = None
 
 
-class TurnTimeout(Exception):
+class TurnTimeout(UnavailableError):
     """The whole turn ran past `turn_timeout_s` (approval waits not counted)."""
 
 

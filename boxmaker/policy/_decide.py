@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 
+from .._error_table import DENIAL_RUNBOOKS, see
 from ..proto._args import FILE_TOOLS, TOOLS, ArgsError, ParsedArgs, parse_args
 from ..proto._grammar import Url
 from ..proto._taint import Label, Taint, label_rank, max_label
@@ -31,6 +32,7 @@ from ._decision import (
     ProtectedPaths,
     _build,
 )
+from ._load import GrantsMissing
 from ._model import STRICTNESS, Grant, GrantSet, GrantState, HostPattern, InvalidGrantSet
 
 
@@ -170,13 +172,13 @@ def _invalid_reason(grants: InvalidGrantSet) -> str:
     if grants.missing:
         return (
             "the grants directory does not exist; every call is denied. "
-            "See docs/runbook.md#grants-missing"
+            f"{see(GrantsMissing)}"
         )
     count = len(grants.report.problems)
     return (
         f"the grant set is invalid ({count} problem{'s' if count != 1 else ''}; "
         "bxctl grants check lists them); every call is denied. "
-        "See docs/runbook.md#grants-invalid"
+        f"See {DENIAL_RUNBOOKS['grants_invalid']}"
     )
 
 

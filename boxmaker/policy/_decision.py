@@ -19,6 +19,7 @@ from typing import Any, Final, Literal, Protocol, TypeVar
 
 import attrs
 
+from .._error_table import DENIAL_RUNBOOKS
 from ..proto._args import ParsedArgs
 from ..proto._convert import register_tagged_union
 from ..proto._taint import Label, Taint
@@ -34,7 +35,7 @@ DenialCode = Literal[
     "changed",
 ]
 
-GRANTS_INVALID_RUNBOOK: Final = "docs/runbook.md#grants-invalid"
+GRANTS_INVALID_RUNBOOK: Final = DENIAL_RUNBOOKS["grants_invalid"]
 
 
 @attrs.frozen(kw_only=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._error_table import DENIAL_RUNBOOKS
 from ..proto._escape import escape_line
 from ._decision import Ask, Decision
 from ._model import GrantSet, GrantsReport
@@ -93,6 +94,6 @@ def report_lines(report: GrantsReport, directory: str) -> list[str]:
         lines.append(
             f"not ok: {len(report.problems)} {noun} in {files} "
             f"file{'s' if files != 1 else ''} of {place}; every call is denied while the set "
-            "is invalid. See docs/runbook.md#grants-invalid"
+            f"is invalid. See {DENIAL_RUNBOOKS['grants_invalid']}"
         )
     return lines

@@ -13,6 +13,7 @@ import stat
 from pathlib import Path
 from typing import Final
 
+from .._errors import ConfigurationError
 from ._grants import GrantFile, parse_grant_files
 from ._model import EMPTY_DIGEST, GrantsReport, GrantState, InvalidGrantSet
 
@@ -24,14 +25,14 @@ Fingerprint = tuple[tuple[bytes, int, int, int, int, int], ...]
 """Per ``*.toml`` entry: name, size, mtime_ns, ctime_ns, inode, device (sorted)."""
 
 
-class GrantsMissing(Exception):
+class GrantsMissing(ConfigurationError):
     """The grants directory does not exist (an environment problem)."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         super().__init__(
             f"the grants directory {os.fsdecode(directory)!r} does not exist; "
-            "every call is denied. See docs/runbook.md#grants-missing"
+            "every call is denied"
         )
 
 

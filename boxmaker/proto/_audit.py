@@ -26,6 +26,7 @@ from typing import Any, Literal
 import attrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
+from .._errors import InternalSignal
 from ._audit_passkey import ApprovalAttempt, PasskeyRecord, PasskeyUse
 from ._audit_rules import event_problem, is_valid_ts
 from ._convert import (
@@ -435,7 +436,7 @@ def parse_record(line: bytes) -> Record:
         return _parse_strict(line)
 
 
-class _Slow(Exception):
+class _Slow(InternalSignal):
     """The fast path does not accept the line; the strict path decides."""
 
 

@@ -23,6 +23,7 @@ import cattrs
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn
 
+from .._errors import PeerError
 from ._errors import DecodeError
 from ._json import JSONValue, dumps_bytes, loads_object, type_word
 
@@ -38,7 +39,7 @@ U64_MAX = 2**64 - 1
 _NONE_TYPE = type(None)
 
 
-class InvalidValue(ValueError):
+class InvalidValue(PeerError, ValueError):
     """A value that breaks a rule of its type (a grammar, a length, a format).
 
     Raised by the attrs validators of message classes.  Built by our own code,

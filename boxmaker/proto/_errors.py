@@ -8,8 +8,10 @@ AssertionError) and must never be turned into a DecodeError.
 
 from __future__ import annotations
 
+from .._errors import PeerError
 
-class ProtoError(Exception):
+
+class ProtoError(PeerError):
     """Base class of every protocol-layer error."""
 
 

@@ -17,12 +17,13 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 import attrs
 
+from .._errors import InternalSignal
 from ._convert import U64, U64_MAX, JsonObject
 
 Check = Callable[[Any], Any]
 
 
-class Mismatch(Exception):
+class Mismatch(InternalSignal):
     """The fast checker does not accept the value; ask the converter."""
 
 

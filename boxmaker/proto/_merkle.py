@@ -14,6 +14,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 
+from .._errors import PeerError
+
 HASH_SIZE = 32
 EMPTY_ROOT = hashlib.sha256(b"").digest()
 MAX_TREE_SIZE = 2**63 - 1
@@ -26,7 +28,7 @@ CompletedNode = tuple[int, int, bytes]
 """(level, index, hash) of a subtree that an append completed."""
 
 
-class ProofError(ValueError):
+class ProofError(PeerError, ValueError):
     """Sizes for which no proof exists (an index past the end, old > new)."""
 
 

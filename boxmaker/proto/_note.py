@@ -24,6 +24,8 @@ import attrs
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from .._errors import PeerError
+
 TYPE_ED25519 = 0x01
 TYPE_COSIGNATURE_V1 = 0x04
 MAX_SIGNATURES = 100
@@ -36,7 +38,7 @@ _BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 _KEY_ID_HEX = re.compile(r"[0-9a-f]{8}")
 
 
-class NoteError(ValueError):
+class NoteError(PeerError, ValueError):
     """A note, signature line or verifier key that is malformed."""
 
 

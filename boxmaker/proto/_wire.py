@@ -13,10 +13,11 @@ import datetime as dt
 import json
 import re
 from collections.abc import Mapping
-from typing import Any, Final, Literal, TypeVar, get_args
+from typing import Any, Final, TypeVar, get_args
 
 import attrs
 
+from .. import _error_table
 from ._convert import U64_MAX, InvalidValue, structure, unstructure
 from ._errors import DecodeError
 from ._json import dumps_bytes, loads_object, type_word
@@ -34,72 +35,16 @@ class BadVersion(DecodeError):
         self.id = id
 
 
-ErrorCode = Literal[
-    "bad_frame",
-    "bad_version",
-    "forbidden",
-    "audit_unavailable",
-    "runner_unavailable",
-    "no_such_approval",
-    "no_such_session",
-    "not_lower",
-    "busy",
-    "inference_unavailable",
-    "core_unreadable",
-    "turn_failed",
-    "passkey_required",
-    "no_such_passkey",
-]
+# The codes and their runbook pointers live in the one error table
+# (boxmaker/_error_table.py); these names are kept for the sockets' modules.
+ErrorCode = _error_table.ErrorCode
 ERROR_CODES: Final[tuple[ErrorCode, ...]] = get_args(ErrorCode)
-
-ERROR_RUNBOOKS: Final[Mapping[ErrorCode, str | None]] = {
-    "bad_frame": "docs/runbook.md#bad-frame",
-    "bad_version": "docs/runbook.md#bad-frame",
-    "forbidden": "docs/runbook.md#forbidden-peer",
-    "audit_unavailable": "docs/runbook.md#audit-unavailable",
-    "runner_unavailable": "docs/runbook.md#runner-unavailable",
-    "no_such_approval": None,
-    "no_such_session": None,
-    "not_lower": None,
-    "busy": None,
-    "inference_unavailable": "docs/runbook.md#inference-unavailable",
-    "core_unreadable": "docs/runbook.md#core-unreadable",
-    "turn_failed": None,
-    "passkey_required": "docs/runbook.md#passkey-required",
-    "no_such_passkey": None,
-}
+ERROR_RUNBOOKS: Final = _error_table.ERROR_RUNBOOKS
 """02-wire "Errors": every error code and its runbook pointer (or None)."""
 
-DenialCode = Literal[
-    "unknown_tool",
-    "bad_args",
-    "protected",
-    "no_grant",
-    "denied_by_grant",
-    "taint",
-    "grants_invalid",
-    "refused",
-    "expired",
-    "changed",
-    "unsafe_target",
-    "approvals_exhausted",
-]
+DenialCode = _error_table.DenialCode
 DENIAL_CODES: Final[tuple[DenialCode, ...]] = get_args(DenialCode)
-
-DENIAL_RUNBOOKS: Final[Mapping[DenialCode, str | None]] = {
-    "unknown_tool": None,
-    "bad_args": None,
-    "protected": None,
-    "no_grant": None,
-    "denied_by_grant": None,
-    "taint": None,
-    "grants_invalid": "docs/runbook.md#grants-invalid",
-    "refused": None,
-    "expired": None,
-    "changed": None,
-    "unsafe_target": None,
-    "approvals_exhausted": "docs/runbook.md#approvals-exhausted",
-}
+DENIAL_RUNBOOKS: Final = _error_table.DENIAL_RUNBOOKS
 """broker.sock denial codes and the runbook pointer each carries."""
 
 # --- field rules (attrs validators; InvalidValue becomes a DecodeError) --------

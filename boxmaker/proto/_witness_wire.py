@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import attrs
 
+from .._errors import PeerError
 from ._checkpoint import CheckpointError, SignedCheckpoint, parse_signed_checkpoint, parse_size
 from ._merkle import HASH_SIZE
 from ._note import NoteError, b64, strict_b64decode
@@ -21,7 +22,7 @@ class AddCheckpoint:
     signed: SignedCheckpoint
 
 
-class Malformed(ValueError):
+class Malformed(PeerError, ValueError):
     pass
 
 

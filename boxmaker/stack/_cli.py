@@ -17,6 +17,7 @@ import click
 import trio
 
 from .. import __version__
+from .._error_table import ERROR_RUNBOOKS
 from .._paths import boxmaker_home
 from .._qr import terminal_qr
 from ._home import brokerd_toml, write_starter_home
@@ -196,7 +197,7 @@ def _reconcile(home: Path, tools: ToolsSetup | None, created: bool) -> None:
             _say(f"removed the old tools image {image} (no container used it)")
     if tools.image is None:
         _say(f"{tools.advice}. Starting with the refusing runner: every allowed tool call "
-             "is answered runner_unavailable (docs/runbook.md#runner-unavailable)")
+             f"is answered runner_unavailable ({ERROR_RUNBOOKS['runner_unavailable']})")
     else:
         _say(f"tools run in podman containers from image {tools.image}")
 

@@ -29,12 +29,13 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
+from .._errors import UnavailableError
 from ._models import DEFAULT_MODEL, MODELS, TEMPLATE_NAME, ModelSpec
 
 READ_SIZE = 1 << 20
 
 
-class FetchFailed(Exception):
+class FetchFailed(UnavailableError):
     """The model could not be downloaded, or is not the pinned file."""
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import attrs
 import trio
 
+from .._errors import ConfigurationError
 from .._http import Endpoint, InferenceError, LlamaClient
 from ._fetch_model import cache_root, is_in_place
 from ._models import DEFAULT_MODEL, TEMPLATE_NAME, ModelSpec
@@ -32,7 +33,7 @@ SLOTS = 2
 N_CTX_PER_SLOT = CONTEXT // SLOTS
 
 
-class LocalModelMissing(Exception):
+class LocalModelMissing(ConfigurationError):
     """The local llama-server or its model is not built, and cannot be built from here."""
 
 

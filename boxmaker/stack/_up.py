@@ -22,12 +22,13 @@ from pathlib import Path
 import attrs
 import trio
 
+from .._errors import UnavailableError
 from ..proto._escape import escape_text
 
 STOP_GRACE_S = 60.0
 
 
-class ChildFailed(Exception):
+class ChildFailed(UnavailableError):
     """A child exited or never became ready; the message carries its log's tail."""
 
 

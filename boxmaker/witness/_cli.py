@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 import trio
 
+from .._error_table import condition
 from .._keyfile import KeyFileError, load_key
 from .._sd import notify
 from ..proto._note import TYPE_COSIGNATURE_V1, Signer
@@ -21,7 +22,7 @@ _CONFIG = click.option("--config", "config_path", type=click.Path(path_type=Path
 
 
 def _fail(message: str) -> None:
-    click.echo(f"boxmaker witness: {message}. See docs/runbook.md#witness-start-failed",
+    click.echo(f"boxmaker witness: {message}. See {condition('witness_start_failed')}",
                err=True)
     sys.exit(1)
 

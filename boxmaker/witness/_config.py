@@ -19,6 +19,7 @@ from pathlib import Path
 
 import attrs
 
+from .._errors import ConfigurationError
 from .._paths import absolute
 from .._toml import TomlFileError, read_toml
 from ..proto._checkpoint import CheckpointError, check_origin
@@ -28,7 +29,7 @@ MAX_LOGS = 1000
 _LISTEN = re.compile(r"(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})")
 
 
-class WitnessConfigError(Exception):
+class WitnessConfigError(ConfigurationError):
     """witness.toml is missing, unreadable or not valid."""
 
 

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 from .._atomic_file import replace_file
+from .._errors import DamagedError
 from ..proto._checkpoint import cosigned_at, parse_signed_checkpoint
 from ..proto._note import NoteError, VerifierKey
 from ._logic import Cosigned
@@ -22,7 +23,7 @@ from ._logic import Cosigned
 SUFFIX = ".checkpoint"
 
 
-class StateDamaged(Exception):
+class StateDamaged(DamagedError):
     """A state file cannot be trusted; the witness refuses to start."""
 
 

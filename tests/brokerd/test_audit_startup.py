@@ -13,6 +13,7 @@ import pytest
 import trio
 
 from boxmaker._audit_files import verify_directory
+from boxmaker._error_table import shown
 from boxmaker.brokerd._audit_startup import StartupReport, open_audit_log
 from boxmaker.brokerd._audit_writer import (
     AuditChainBroken,
@@ -163,7 +164,7 @@ async def test_second_writer_in_the_same_process_is_refused(tmp_path: Path) -> N
     writer, _ = await start(tmp_path)
     with pytest.raises(AuditLocked) as info:
         await start(tmp_path)
-    assert str(info.value).endswith("docs/runbook.md#audit-locked")
+    assert shown(str(info.value), info.value).endswith("docs/runbook.md#audit-locked")
     await writer.append([start_event()])  # the first one is unharmed
     await writer.aclose()
     writer, _ = await start(tmp_path)  # released on close
@@ -175,12 +176,13 @@ CHILD = """
 import sys, trio
 from boxmaker.brokerd._audit_startup import open_audit_log
 from boxmaker.brokerd._audit_writer import AuditLocked
+from boxmaker._error_table import shown
 
 async def main():
     try:
         writer, _ = await open_audit_log(sys.argv[1], by_uid=0)
     except AuditLocked as exc:
-        print(exc)
+        print(shown(str(exc), exc))
         sys.exit(3)
     await writer.aclose()
 
@@ -273,7 +275,7 @@ async def test_broken_chain_refuses_to_start_and_writes_nothing(tmp_path: Path) 
     before = (tmp_path / TODAY).read_bytes()
     with pytest.raises(AuditChainBroken) as info:
         await start(tmp_path)
-    message = str(info.value)
+    message = shown(str(info.value), info.value)
     assert f"{TODAY} line 3" in message  # record 2's prev no longer matches line 2
     assert "hash_mismatch" in message
     assert message.endswith("See docs/runbook.md#audit-chain-broken")
@@ -353,7 +355,7 @@ async def test_failed_recovery_write_is_unavailable_and_releases_the_lock(
         f.write(b'{"seq":2')
     with pytest.raises(AuditUnavailable) as info:
         await start(tmp_path, write=BrokenDisk())
-    assert str(info.value).endswith("docs/runbook.md#audit-unavailable")
+    assert shown(str(info.value), info.value).endswith("docs/runbook.md#audit-unavailable")
     writer, report = await start(tmp_path)  # lock released; recovery on a good disk
     assert report.recovery is not None
     await writer.aclose()

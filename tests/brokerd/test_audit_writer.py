@@ -14,6 +14,7 @@ import trio
 import trio.testing
 
 from boxmaker._audit_files import verify_directory
+from boxmaker._error_table import shown
 from boxmaker.brokerd._audit_writer import (
     LOCK_NAME,
     AuditLocked,
@@ -326,7 +327,7 @@ async def test_existing_nonempty_file_for_a_new_day_makes_the_log_unavailable(
     clock.now = DAY2
     with pytest.raises(AuditUnavailable, match="not empty") as info:
         await writer.append([stop(1)])
-    assert str(info.value).endswith("docs/runbook.md#audit-unavailable")
+    assert shown(str(info.value), info.value).endswith("docs/runbook.md#audit-unavailable")
     clock.now = DAY1
     with pytest.raises(AuditUnavailable):  # sticky, even back on day 1
         await writer.append([stop(2)])
@@ -368,7 +369,7 @@ async def test_fsync_failure_is_sticky_for_every_waiter_and_later_append(
                 nursery.start_soon(one, n)
     assert len(errors) == 5  # every waiter of the failed batch (and any behind it)
     assert "Input/output error" in str(errors[0])
-    assert str(errors[0]).endswith("See docs/runbook.md#audit-unavailable")
+    assert shown(str(errors[0]), errors[0]).endswith("See docs/runbook.md#audit-unavailable")
     calls = failing.calls
     for n in range(3):
         with pytest.raises(AuditUnavailable):
@@ -527,7 +528,7 @@ async def test_lock_is_exclusive_and_the_file_stays(tmp_path: Path) -> None:
     lock_fd = lock_audit_dir(dir_fd)
     with pytest.raises(AuditLocked) as info:
         lock_audit_dir(dir_fd)  # a second open in the same process
-    assert str(info.value).endswith("See docs/runbook.md#audit-locked")
+    assert shown(str(info.value), info.value).endswith("See docs/runbook.md#audit-locked")
     os.close(lock_fd)
     assert (tmp_path / LOCK_NAME).exists()
     os.close(lock_audit_dir(dir_fd))  # free again once closed

@@ -15,6 +15,7 @@ import pytest
 import trio
 from click.testing import CliRunner
 
+from boxmaker._error_table import pointer_of
 from boxmaker._http import Endpoint, InferenceTimeout, InferenceUnavailable, LlamaClient, Props
 from boxmaker.loopd._cli import cli
 from boxmaker.loopd._selftest import Expected, InferenceMismatch, check_props, self_test
@@ -67,7 +68,8 @@ async def test_mismatch(nursery: trio.Nursery, tmp_path: Path) -> None:
     with trio.fail_after(30), pytest.raises(InferenceMismatch) as info:
         await self_test(client, EXPECTED, load_timeout_s=600)
     assert len(info.value.mismatches) == 3
-    assert info.value.message.endswith("docs/runbook.md#inference-mismatch")
+    assert info.value.message.endswith("found false")  # the pointer is added where shown
+    assert pointer_of(info.value) == "docs/runbook.md#inference-mismatch"
 
 
 async def test_still_loading(nursery: trio.Nursery, tmp_path: Path, autojump_clock: Any) -> None:

@@ -146,7 +146,7 @@ async def test_core_md_is_the_system_message_and_missing_means_none(tmp_path: Pa
 async def test_core_md_not_utf8_fails_the_turn(tmp_path: Path) -> None:
     harness = Harness(tmp_path, [text("never")], ok_answer)
     harness.core.write_bytes(b"\xff\xfe not text")
-    with trio.fail_after(30), pytest.raises(CoreUnreadable, match=r"runbook\.md#core-unreadable"):
+    with trio.fail_after(30), pytest.raises(CoreUnreadable, match=r"is not UTF-8 \(byte 0\)$"):
         await harness.run()
 
 

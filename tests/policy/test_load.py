@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from boxmaker._error_table import pointer_of
 from boxmaker.policy._load import GrantsMissing, GrantsWatcher, fingerprint, load_grants
 from boxmaker.policy._model import EMPTY_DIGEST, GrantSet, InvalidGrantSet
 
@@ -21,7 +22,8 @@ def _write(path: Path, text: str) -> None:
 def test_missing_directory_is_its_own_error(tmp_path: Path) -> None:
     with pytest.raises(GrantsMissing) as info:
         load_grants(tmp_path / "nope")
-    assert str(info.value).endswith("docs/runbook.md#grants-missing")
+    assert str(info.value).endswith("every call is denied")  # the pointer is added where shown
+    assert pointer_of(info.value) == "docs/runbook.md#grants-missing"
     (tmp_path / "file").write_text("")
     with pytest.raises(GrantsMissing):
         load_grants(tmp_path / "file")

@@ -20,6 +20,7 @@ import sys
 
 import trio
 
+from boxmaker._error_table import shown
 from boxmaker.brokerd._audit_startup import open_audit_log
 from boxmaker.brokerd._audit_writer import AuditUnavailable, AuditWriter
 from boxmaker.proto._audit import Call, GrantsSummary, Peer, Start
@@ -57,7 +58,7 @@ async def _until_unavailable(writer: AuditWriter) -> None:
         try:
             records = await writer.append([_call(0, n), _call(0, n + 1)])
         except AuditUnavailable as exc:
-            sys.stdout.write(f"unavailable {exc}\n")
+            sys.stdout.write(f"unavailable {shown(str(exc), exc)}\n")
             break
         n += 2
         _ack([record.seq for record in records])

@@ -77,3 +77,39 @@ def test_no_pointers_fails(tmp_path: Path) -> None:
 def test_repository_passes() -> None:
     result = run(REPO)
     assert result.returncode == 0, result.stdout
+
+
+TABLE_SHAPE = (
+    "CLASS_ENTRIES = {\n"
+    '    "pkg._mod.ThingBroke": Entry("thing_broke", "docs/runbook.md#thing-broke"),\n'
+    '    "pkg._mod.Other": Entry("other", None),\n'
+    "}\n"
+)
+
+
+def test_the_error_table_shape_passes(tmp_path: Path) -> None:
+    """Pointers written once, as literals in the one table module (issue 12)."""
+    root = make_tree(tmp_path, "A = 1\n", "# R\n\n## thing-broke\n")
+    (root / "boxmaker" / "_error_table.py").write_text(TABLE_SHAPE, encoding="utf-8")
+    result = run(root)
+    assert result.returncode == 0, result.stdout
+
+
+def test_a_table_entry_with_an_unknown_anchor_fails(tmp_path: Path) -> None:
+    root = make_tree(tmp_path, "A = 1\n", "# R\n\n## thing-broke\n\n## other-broke\n")
+    table = TABLE_SHAPE.replace('Entry("other", None)',
+                                'Entry("other", "docs/runbook.md#other-brok")')
+    (root / "boxmaker" / "_error_table.py").write_text(table, encoding="utf-8")
+    result = run(root)
+    assert result.returncode == 1
+    assert "_error_table.py:3: pointer to #other-brok" in result.stdout
+    assert "#other-broke is never pointed at" in result.stdout
+
+
+def test_a_computed_table_entry_fails(tmp_path: Path) -> None:
+    root = make_tree(tmp_path, "A = 1\n", "# R\n\n## thing-broke\n")
+    table = TABLE_SHAPE + 'NAME = "thing-broke"\nMORE = {"x": f"docs/runbook.md#{NAME}"}\n'
+    (root / "boxmaker" / "_error_table.py").write_text(table, encoding="utf-8")
+    result = run(root)
+    assert result.returncode == 1
+    assert "_error_table.py:6: computed runbook pointer" in result.stdout

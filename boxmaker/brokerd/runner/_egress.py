@@ -21,6 +21,7 @@ from pathlib import Path
 import attrs
 import trio
 
+from ..._errors import UnavailableError
 from ...proto._escape import escape_line
 from ._addresses import IPAddress, address_problem, embedded_ipv4, vet_addresses
 from ._mounts import UnsafeTarget
@@ -38,7 +39,7 @@ _SOCKS_TIMEOUT_S = 10.0
 _CONNECT_TIMEOUT_S = 10.0
 
 
-class ResolveError(Exception):
+class ResolveError(UnavailableError):
     """The host did not resolve (the environment's or the name's fault)."""
 
 

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from ..._errors import PeerError
 from ..._protected import ProtectedSet, Root
 from ._mountinfo import fs_below, fs_location, read_mountinfo
 
@@ -40,7 +41,7 @@ _MAX_LINKS = 40
 _PATH_FLAGS = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-class UnsafeTarget(Exception):
+class UnsafeTarget(PeerError):
     """The call must not run: its path is not safe to mount."""
 
 

@@ -452,7 +452,7 @@ class _UnconfiguredRuntime:
     ok = False
 
     def __init__(self, reason: str) -> None:
-        self.reason = f"{reason}. See docs/runbook.md#runner-unavailable"
+        self.reason = f"{reason}. {UNAVAILABLE}"
 
     async def run(self, spec: RunSpec) -> RunOutcome:
         return RunOutcome(status="runner_unavailable", output=None, message=self.reason)

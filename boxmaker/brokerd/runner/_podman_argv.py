@@ -18,13 +18,14 @@ from typing import Any
 
 import attrs
 
+from ..._error_table import ERROR_RUNBOOKS
 from ...proto._errors import DecodeError
 from ...proto._escape import escape_text
 from ...proto._json import dumps, loads_object
 from ._mounts import Mount
 from ._spec import RunOutcome
 
-UNAVAILABLE = "See docs/runbook.md#runner-unavailable"
+UNAVAILABLE = f"See {ERROR_RUNBOOKS['runner_unavailable']}"
 TOOLS = ("read_file", "list_dir", "write_file", "http_fetch")
 # Inside the container: where the per-call egress directory is mounted.
 EGRESS_MOUNT = "/run/boxmaker-egress"

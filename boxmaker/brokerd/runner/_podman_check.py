@@ -17,6 +17,8 @@ from collections.abc import Sequence
 import attrs
 import trio
 
+from ..._error_table import ERROR_RUNBOOKS
+from ..._errors import UnavailableError
 from ..._sd import child_environment
 from ...proto._escape import escape_text
 
@@ -27,7 +29,7 @@ _STDERR_KEEP = 4096
 REQUIRED_CONTROLLERS = ("memory", "pids", "cpu")
 
 
-class PodmanCommandError(Exception):
+class PodmanCommandError(UnavailableError):
     """A podman command could not run or failed (the environment's fault)."""
 
 
@@ -105,7 +107,7 @@ async def check_podman(podman: str, image: str, trial_argv: Sequence[str] | None
         return PodmanCheck(
             ok=False,
             image=image,
-            reason=f"{reason}. See docs/runbook.md#runner-unavailable",
+            reason=f"{reason}. See {ERROR_RUNBOOKS['runner_unavailable']}",
             rootless=rootless,
         )
 

@@ -19,8 +19,10 @@ from contextlib import asynccontextmanager
 
 import trio
 
+from ..._errors import UnavailableError
 
-class RunnerBusy(Exception):
+
+class RunnerBusy(UnavailableError):
     """The call may not run now: every slot is taken and the queue is full, or the
     wait was too long.  The message says which."""
 

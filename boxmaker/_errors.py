@@ -1,0 +1,61 @@
+"""The one root of every exception boxmaker raises, split by who is at fault.
+
+Every exception class defined under ``boxmaker/`` descends from
+`BoxmakerError` through exactly one of the fault classes below (the test
+``tests/test_errors.py`` holds this).  Which one says who must act:
+
+- `PeerError`: the other side: a frame a peer sent, a file someone else wrote,
+  the model's arguments, the bytes of an upstream server.  Nothing the owner
+  configured is wrong; the input is refused as it is.
+- `ConfigurationError`: the owner's configuration: a TOML file, a grants file,
+  a key file, a command-line option, a model that is not where it was said to be.
+- `UnavailableError`: the host or a dependency: a disk that cannot be written,
+  podman, llama-server, a daemon that does not answer, a socket that is gone.
+- `DamagedError`: a record of ours that fails its own checks (the audit chain,
+  the broker's state, a conversation file): someone changed it, or the disk lost it.
+- `InternalSignal`: not a failure the owner sees: a private signal between two
+  functions of one module (a fast path that hands over to the slow one).
+
+The class also names the runbook anchor and the wire code, in one place:
+`boxmaker._error_table`.  Messages do not carry the pointer; it is added where
+the message is shown (the wire answer, the CLI's stderr line, the log line).
+
+This module defines no ``__init__`` and no ``__str__``: a subclass that also
+derives from ``ValueError`` or ``click.ClickException`` keeps their behaviour.
+"""
+
+from __future__ import annotations
+
+
+class BoxmakerError(Exception):
+    """The root of every exception class defined under ``boxmaker/``."""
+
+
+class PeerError(BoxmakerError):
+    """The peer or the input is at fault: refused as it is, nothing to configure."""
+
+
+class ConfigurationError(BoxmakerError):
+    """The owner's configuration is at fault: a file or an option to correct."""
+
+
+class UnavailableError(BoxmakerError):
+    """The host or a dependency is at fault: something to start, mount or free."""
+
+
+class DamagedError(BoxmakerError):
+    """A record of ours fails its own checks: changed, or lost by the disk."""
+
+
+class InternalSignal(BoxmakerError):
+    """A private signal between two functions of one module, never shown as such."""
+
+
+FAULT_CLASSES: tuple[type[BoxmakerError], ...] = (
+    PeerError,
+    ConfigurationError,
+    UnavailableError,
+    DamagedError,
+    InternalSignal,
+)
+"""The direct children of the root; every other class descends from one of them."""
