@@ -20,6 +20,7 @@ from typing import IO, NoReturn
 import click
 
 from .._audit_files import log_size, verify_directory
+from .._brokerd_config import ConfigError as _BrokerdConfigError
 from ..policy._decision import ProtectedPaths
 from ..policy._explain import report_lines as grants_report_lines
 from ..policy._model import GrantSet, InvalidGrantSet
@@ -29,9 +30,9 @@ from ..proto._escape import escape_line
 from ..proto._history import HistoryCall, HistoryReader, OnApproval, OnCall
 from ..proto._json import dumps
 from ..proto._verify import ChainReport
+from ._app import App, pass_app
 from ._audit_cmd import PROGRESS_MIN_BYTES, NotFine, _parse_since
-from ._cli import App, pass_app
-from ._grants_cmd import _BrokerdConfigError, _load, brokerd_protected_paths, grants
+from ._grants_cmd import _load, brokerd_protected_paths, grants
 from ._replay_pool import DecidePool, parallel_worth_it
 
 CHAIN_RUNBOOK = "docs/runbook.md#audit-chain-broken"

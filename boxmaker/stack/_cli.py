@@ -375,13 +375,16 @@ def approvals(args: tuple[str, ...]) -> None:
     os.execv(APPROVALS_PROGRAM[0], [*APPROVALS_PROGRAM, *args])
 
 
-def _register() -> None:
-    from ..witness._cli import witness
-
-    cli.add_command(witness)
+WITNESS_PROGRAM = (sys.executable, "-m", "boxmaker.witness")
+"""The witness runs as its own program too: no daemon package imports another's modules."""
 
 
-_register()
+@cli.command("witness", add_help_option=False,
+             context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def witness(args: tuple[str, ...]) -> None:
+    """A witness for other machines' audit logs (C2SP tlog-witness)."""
+    os.execv(WITNESS_PROGRAM[0], [*WITNESS_PROGRAM, *args])
 
 
 def main() -> None:

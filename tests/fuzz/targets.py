@@ -24,9 +24,9 @@ import h11
 import trio
 import trio.testing
 
+from boxmaker._brokerd_config import ConfigError as BrokerdConfigError
+from boxmaker._brokerd_config import parse_config as parse_brokerd_config
 from boxmaker._toml import TomlFileError, parse_toml
-from boxmaker.brokerd._config import ConfigError as BrokerdConfigError
-from boxmaker.brokerd._config import parse_config as parse_brokerd_config
 from boxmaker.brokerd._state import parse_state
 from boxmaker.brokerd.runner._egress import EgressProxy, Seal
 from boxmaker.bxctl._config import BxctlFile
