@@ -17,6 +17,9 @@ import click
 import trio
 
 from .. import __version__
+from .._brokerd_config import BrokerdConfig
+from .._brokerd_config import ConfigError as BrokerdConfigError
+from .._brokerd_config import load_config as load_brokerd_config
 from .._paths import boxmaker_home
 from .._qr import terminal_qr
 from ._home import brokerd_toml, write_starter_home
@@ -159,15 +162,19 @@ def _get_compiler(consent: AptConsent) -> None:
         raise click.ClickException(f"installing cmake and g++ failed (see above): {advice}")
 
 
+def _brokerd_settings(home: Path) -> BrokerdConfig | None:
+    """The home's brokerd.toml, read by brokerd's own loader; None when brokerd
+    could not use it either."""
+    try:
+        return load_brokerd_config(home / "brokerd.toml")
+    except BrokerdConfigError:
+        return None
+
+
 def _runner_image(home: Path) -> str | None:
     """The [runner] image the home's brokerd.toml names, if it can be read."""
-    try:
-        data = tomllib.loads((home / "brokerd.toml").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return None
-    runner = data.get("runner")
-    image = runner.get("image") if isinstance(runner, dict) else None
-    return image if isinstance(image, str) else None
+    settings = _brokerd_settings(home)
+    return settings.runner.image if settings is not None else None
 
 
 def _tools(home: Path, no_tools: bool, scripts: Path | None = None,
@@ -348,12 +355,8 @@ def _approvals_child(home: Path) -> ChildSpec:
         click.echo(f"created {config}")
     with contextlib.suppress(OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         origin = str(tomllib.loads(config.read_text(encoding="utf-8")).get("origin", origin))
-    try:
-        approvals = tomllib.loads((home / "brokerd.toml").read_text(encoding="utf-8")).get(
-            "approvals", {})
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        approvals = {}
-    if origin not in approvals.get("origins", []):
+    settings = _brokerd_settings(home)
+    if settings is None or origin not in settings.origins:
         click.echo(f"approval page: brokerd.toml's [approvals] does not name {origin!r}; add "
                    f'rp_id and origins = ["{origin}"] there (docs/approvals.md) for passkeys',
                    err=True)
