@@ -17,12 +17,12 @@ import click
 
 from .._audit_files import iter_lines, list_log_files, log_size, verify_directory
 from ..proto._audit import Record, event_key, parse_record
+from ..proto._chain_report import ChainReport
 from ..proto._convert import unstructure
 from ..proto._errors import DecodeError
 from ..proto._escape import escape_line
 from ..proto._json import dumps, dumps_terminal
 from ..proto._note import VerifierKey
-from ..proto._verify import ChainReport
 from ..proto._wire import format_ts
 from ._app import App, pass_app
 from ._audit_checkpoint import check as check_checkpoint

@@ -48,8 +48,9 @@ from boxmaker.proto import DecodeError, FrameDecoder, FrameError, decode, encode
 from boxmaker.proto._args import TOOLS, ArgsError, parse_args
 from boxmaker.proto._audit import encode_record, event_key, parse_record
 from boxmaker.proto._audit_scan import check_record_line
+from boxmaker.proto._chain_report import report_json
 from boxmaker.proto._json import loads_object
-from boxmaker.proto._verify import ChainVerifier, report_json
+from boxmaker.proto._verify import ChainVerifier
 from boxmaker.proto._wire_admin import (
     decode_admin_answer,
     decode_admin_request,
