@@ -181,8 +181,15 @@ def _pure(name: str) -> bool:
     )
 
 
+def _parents(name: str) -> set[str]:
+    """The packages Python runs before `name` (their ``__init__``)."""
+    parts = name.split(".")
+    return {".".join(parts[:n]) for n in range(1, len(parts))}
+
+
 def _trio_path(start: str) -> list[str] | None:
-    """The chain of boxmaker modules from `start` to one that imports trio, if any."""
+    """The chain of boxmaker modules from `start` to one that imports trio, if any
+    (through imports and through the packages' ``__init__`` that importing runs)."""
     seen = {start}
     queue: list[list[str]] = [[start]]
     while queue:
@@ -190,7 +197,7 @@ def _trio_path(start: str) -> list[str] | None:
         module = MODULES[chain[-1]]
         if any(t == "trio" or t.startswith("trio.") for t, _ in _imports(module)):
             return chain
-        for target in sorted(GRAPH[chain[-1]]):
+        for target in sorted(GRAPH[chain[-1]] | _parents(chain[-1])):
             if target not in seen:
                 seen.add(target)
                 queue.append([*chain, target])
@@ -334,3 +341,8 @@ def test_relative_imports_are_resolved() -> None:
     assert any(t.startswith("boxmaker.brokerd.") for t in GRAPH["boxmaker.brokerd._serve"])
     assert "boxmaker._protected" in GRAPH["boxmaker.brokerd.runner._mounts"]
     assert len(MODULES) > 100
+    assert _trio_path("boxmaker._streams") == ["boxmaker._streams"]
+    chain = _trio_path("boxmaker.bxctl._cli")  # through its subcommands
+    assert chain is not None and len(chain) > 1
+    assert _daemon("boxmaker.brokerd.runner._podman") == "brokerd"
+    assert _daemon("boxmaker._brokerd_config") is None
