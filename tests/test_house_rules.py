@@ -45,10 +45,15 @@ ALLOWED_IMPORTS: frozenset[tuple[str, str]] = frozenset({
 })
 """(importer, imported) pairs that break rule 1, each being removed by the engineer named."""
 
-ALLOWED_LONG: frozenset[str] = frozenset()
-"""Files over 600 lines that another engineer is splitting (rule 4): none (the
-candidates, loopd/_http.py and _llama.py ("http"), brokerd/_ledger.py ("life"),
-are under 600 already and are being split further)."""
+ALLOWED_LONG: frozenset[str] = frozenset({
+    # Under 600 on this branch; being split by the engineer named, listed in case a
+    # merge passes 600 before the split lands.
+    "boxmaker/loopd/_http.py",  # "http": moves to boxmaker/_http/
+    "boxmaker/loopd/_llama.py",  # "http": its pure decoding and its trio client
+    "boxmaker/brokerd/_ledger.py",  # "life": the call table takes its logic
+    "boxmaker/brokerd/_serve.py",  # "shell": the connection shell takes its listeners
+})
+"""Files over 600 lines that another engineer is splitting (rule 4)."""
 
 ALLOWED_SWALLOWS: frozenset[tuple[str, int]] = frozenset()
 """(file, line) of broad excepts being reworked elsewhere (rule 5): none."""
