@@ -17,7 +17,8 @@ from pathlib import Path
 import attrs
 
 from .proto._audit import DAY_FILE_SUFFIX, is_day_file_name
-from .proto._verify import ChainReport, ChainVerifier, OnLine, OnRecord
+from .proto._chain_report import ChainReport
+from .proto._verify import ChainVerifier, OnLine, OnRecord
 
 BLOCK = 4 * 1024 * 1024
 

@@ -22,7 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from boxmaker.bxctl._cli import cli
-from boxmaker.policy import load_grants
+from boxmaker.policy._load import load_grants
 from boxmaker.policy._model import GrantSet
 from tests.fakes.week_log import write_week
 

@@ -6,14 +6,14 @@ fault, and how an answer becomes one), `_endpoint` (where a server is, the
 timeouts, a response head), `_llama_api` and `_llama_decode` (llama-server's
 answers as typed values).
 
-On trio, thin: `_connection` (`HttpConnection`, one h11 client connection,
-its request sent whole or streamed), `_fetch` (a whole small exchange),
-`_sse_stream` (a streamed answer, event by event), `_llama_client`
-(`LlamaClient`).
+On trio, thin, re-exported by `boxmaker._http.client` (not here, so that
+importing a pure module of this package never loads trio): `_connection`
+(`HttpConnection`, one h11 client connection, its request sent whole or
+streamed), `_fetch` (a whole small exchange), `_sse_stream` (a streamed answer,
+event by event), `_llama_client` (`LlamaClient`).
 """
 
 from ._chunked import ChunkedDecoder, ChunkedError
-from ._connection import HttpConnection
 from ._endpoint import Endpoint, HttpResponse, ResponseHead, Timeouts
 from ._error_answers import MAX_ERROR_BODY, http_error, stream_error
 from ._errors import (
@@ -28,7 +28,6 @@ from ._errors import (
     Phase,
     shown,
 )
-from ._fetch import MAX_BODY, fetch, read_error
 from ._llama_api import (
     CHAT_PATH,
     ChatDelta,
@@ -48,25 +47,20 @@ from ._llama_api import (
     UsageDelta,
     chat_request_body,
 )
-from ._llama_client import ChatStream, LlamaClient
 from ._llama_decode import ChatAssembler, decode_chunk, describe_props
 from ._sse import SSEError, SSEEvent, SSEParser
-from ._sse_stream import SSEStream, open_sse
 
 __all__ = [
     "CHAT_PATH",
-    "MAX_BODY",
     "MAX_ERROR_BODY",
     "BodyTooLarge",
     "ChatAssembler",
     "ChatDelta",
     "ChatResult",
-    "ChatStream",
     "ChunkedDecoder",
     "ChunkedError",
     "Endpoint",
     "FinishDelta",
-    "HttpConnection",
     "HttpResponse",
     "InferenceClosed",
     "InferenceError",
@@ -75,7 +69,6 @@ __all__ = [
     "InferenceStreamError",
     "InferenceTimeout",
     "InferenceUnavailable",
-    "LlamaClient",
     "PartialToolCall",
     "Phase",
     "Props",
@@ -83,7 +76,6 @@ __all__ = [
     "SSEError",
     "SSEEvent",
     "SSEParser",
-    "SSEStream",
     "SlotAction",
     "SlotActionResult",
     "SlotInfo",
@@ -98,10 +90,7 @@ __all__ = [
     "chat_request_body",
     "decode_chunk",
     "describe_props",
-    "fetch",
     "http_error",
-    "open_sse",
-    "read_error",
     "shown",
     "stream_error",
 ]

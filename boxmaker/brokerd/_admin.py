@@ -179,7 +179,6 @@ async def _answer(body: ApproveRequest | RefuseRequest, peer: PeerCred,
             await daemon.ledger.record(leading)
         except AuditUnavailable as exc:
             return error_answer("audit_unavailable", shown(str(exc), exc))
-    protected = daemon.config.protected
     passkey = None
     if isinstance(body, ApproveRequest):
         gate = await approval_passkey(body, peer, daemon)
@@ -188,7 +187,7 @@ async def _answer(body: ApproveRequest | RefuseRequest, peer: PeerCred,
         passkey = gate
 
     def redecide(entry: PendingApproval, taint: Taint) -> Ruling:
-        return daemon.link.redecide(entry.ask, taint, daemon.watcher.state, protected)
+        return daemon.link.redecide(entry.ask, taint, daemon.watcher.state)
 
     verdict: Literal["approved", "refused"] = (
         "approved" if isinstance(body, ApproveRequest) else "refused"

@@ -14,12 +14,12 @@ from pathlib import Path
 import attrs
 
 from .._audit_files import verify_directory
+from .._brokerd_config import BrokerdConfig
 from ..proto._audit import ApprovalRecord, Break, Call, Declassify, Record, ResultRecord
 from ..proto._audit_passkey import PasskeyRecord
 from ..proto._taint import Taint
 from ._audit_startup import StartupReport, open_audit_log
 from ._audit_writer import AuditWriter, FsyncFn, WriteFn, thread_fsync
-from ._config import BrokerdConfig
 from ._state import TaintChange, rebuild
 
 

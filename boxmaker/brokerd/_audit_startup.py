@@ -26,9 +26,9 @@ import attrs
 
 from boxmaker._audit_files import list_log_files, verify_directory
 from boxmaker.proto._audit import Event, Record, encode_record, line_hash
-from boxmaker.proto._verify import ChainReport
 from boxmaker.proto._wire import format_ts
 
+from ..proto._chain_report import ChainReport
 from ._audit_writer import (
     AuditChainBroken,
     AuditUnavailable,

@@ -149,7 +149,6 @@ async def _handle_call(stream: trio.abc.Stream, peer: PeerCred, daemon: Daemon,
     rid = request.id
     ledger = daemon.ledger
     grants, leading = daemon.refresh_grants()
-    protected = daemon.config.protected
     size, canonical_args = args_size(call.args)
     limit = daemon.config.max_args_bytes
     omitted = omitted_args(canonical_args) if size > limit else None
@@ -160,7 +159,7 @@ async def _handle_call(stream: trio.abc.Stream, peer: PeerCred, daemon: Daemon,
             return Ruling(kind="denied", code="bad_args",
                           reason=f"the arguments are {size} bytes; at most {limit} are allowed "
                                  "([policy] max_args_bytes)")
-        return daemon.link.decide(call.tool, call.args, taint, grants, protected)
+        return daemon.link.decide(call.tool, call.args, taint, grants)
 
     try:
         decided = await ledger.decide(

@@ -23,6 +23,7 @@ import attrs
 import trio
 
 from .._atomic_file import replace_file
+from .._brokerd_config import BrokerdConfig
 from .._checkpoint_files import SIGNED, read_checkpoint
 from .._errors import ConfigurationError
 from .._keyfile import KeyFileError, create_key_file, load_key, read_key_file
@@ -33,7 +34,6 @@ from ..proto._note import TYPE_ED25519, NoteError, Signer
 from ..proto._wire_admin import CheckpointsStatus, WitnessStatus
 from ._audit_writer import AuditWriter
 from ._checkpointer import Checkpointer
-from ._config import BrokerdConfig
 from ._tiles import StoreDamaged, TreeStore
 from ._witness_push import WitnessPusher
 

@@ -19,13 +19,13 @@ import click
 import trio
 
 from .. import __version__
+from .._brokerd_config import BrokerdConfig, ConfigError, load_config
 from .._error_table import see, shown
 from .._unix import ListenerLost
 from ..proto._escape import escape_line
 from ._audit_link import rebuild_from_log
 from ._audit_writer import AuditError, AuditLocked, lock_audit_dir, open_audit_dir
 from ._checkpoints_link import CheckpointKeyProblem
-from ._config import BrokerdConfig, ConfigError, load_config
 from ._serve import StartFailed, runner_settings_problem, serve
 from ._state import sync_state_files
 

@@ -10,6 +10,7 @@ from typing import Any, Literal, Protocol
 import attrs
 import trio
 
+from .._brokerd_config import BrokerdConfig
 from .._error_table import condition
 from ..policy._load import GrantsWatcher
 from ..policy._model import (
@@ -22,7 +23,6 @@ from ..policy._model import (
 from ..proto._audit import Event, GrantsChanged
 from ..proto._convert import U64
 from ..proto._wire import ts_from_unix
-from ._config import BrokerdConfig
 from ._ledger import Ledger
 from ._passkeys import PasskeyRegistry
 from ._policy_link import PolicyLink

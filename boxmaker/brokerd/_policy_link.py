@@ -41,12 +41,11 @@ class PolicyLink:
     def of(cls, protected: Iterable[str]) -> PolicyLink:
         return cls(ProtectedPaths.of(protected))
 
-    def decide(self, tool: str, args: dict[str, Any], taint: Taint, grants: GrantState,
-               protected: object = None) -> Ruling:
+    def decide(self, tool: str, args: dict[str, Any], taint: Taint,
+               grants: GrantState) -> Ruling:
         return ruling_of(decide(ToolCall(tool=tool, args=args), taint, grants, self.protected))
 
-    def redecide(self, ask: Any, taint: Taint, grants: GrantState,
-                 protected: object = None) -> Ruling:
+    def redecide(self, ask: Any, taint: Taint, grants: GrantState) -> Ruling:
         if not isinstance(ask, Ask):  # pragma: no cover - our own bug
             raise TypeError("redecide needs the policy's Ask")
         return ruling_of(redecide(ask, taint, grants, self.protected))

@@ -24,9 +24,10 @@ import attrs
 import trio
 
 from .. import __version__
+from .._brokerd_config import BrokerdConfig, compute_protected
 from .._error_table import ERROR_RUNBOOKS, condition, shown
 from .._errors import UnavailableError
-from .._protected import ProtectedSet, protected_set
+from .._protected import ProtectedSet
 from .._sd import ActivationError, listen_fds, notify, unix_listener
 from .._unix import (
     ListenerLost,
@@ -45,7 +46,6 @@ from ._audit_link import AuditStartup, open_audit
 from ._audit_writer import AuditUnavailable, FsyncFn, WriteFn
 from ._broker import handle_broker, linger_close
 from ._checkpoints_link import open_checkpoints
-from ._config import BrokerdConfig
 from ._context import Daemon
 from ._ledger import Ledger
 from ._passkeys import PasskeyRegistry
@@ -115,14 +115,6 @@ def runner_settings_problem(config: BrokerdConfig) -> str | None:
     except ValueError as exc:
         return str(exc)
     return None
-
-
-def compute_protected(config: BrokerdConfig) -> ProtectedSet:
-    """brokerd's protected roots (03-policy D2b, issue 10): THE shared function,
-    fed with brokerd's paths (blocking: realpath, stat and `podman info`)."""
-    podman = config.runner.podman if config.runner.kind == "podman" else None
-    return protected_set(config.own_protected, config.policy_protected, podman=podman,
-                         oci_runtime=config.runner.oci_runtime if podman else None)
 
 
 async def make_runtime(config: BrokerdConfig, protected: ProtectedSet | None = None) -> Any:

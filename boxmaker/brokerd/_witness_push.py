@@ -16,6 +16,7 @@ from pathlib import Path
 
 import trio
 
+from .._checkpoint_config import WitnessSetting
 from .._checkpoint_files import cosigned_name, read_checkpoint, save_checkpoint
 from .._errors import UnavailableError
 from .._http11 import HttpError, request
@@ -30,7 +31,6 @@ from ..proto._checkpoint import (
 from ..proto._escape import escape_line
 from ..proto._note import Note, NoteError, VerifierKey, parse_signature_lines, verify_line
 from ..proto._witness_wire import encode_add_checkpoint
-from ._checkpoint_config import WitnessSetting
 from ._checkpointer import Checkpointer
 from ._tiles import StoreDamaged
 

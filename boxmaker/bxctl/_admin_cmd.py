@@ -35,8 +35,8 @@ from ..proto._wire_admin import (
     StatusRequest,
 )
 from ._admin_client import DaemonUnreachable, request
+from ._app import App, pass_app, text_arg
 from ._checkpoint_status import checkpoint_lines
-from ._cli import App, pass_app, text_arg
 from ._screen import GUTTER, terminal_width, wrap_line, wrap_row
 
 _ID_RE = re.compile(r"0|[1-9][0-9]*", re.ASCII)

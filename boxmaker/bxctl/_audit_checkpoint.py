@@ -23,12 +23,12 @@ from .._checkpoint_files import read_all
 from .._error_table import shown
 from .._errors import UnavailableError
 from .._http11 import HttpError, Url, request
+from ..proto._chain_report import ChainReport
 from ..proto._checkpoint import parse_signed_checkpoint
 from ..proto._checkpoint_verdict import Candidate, CheckpointFinding, judge, sizes_needed
 from ..proto._escape import escape_line
 from ..proto._note import TYPE_COSIGNATURE_V1, TYPE_ED25519, NoteError, VerifierKey
 from ..proto._note import parse_verifier_key as parse_vkey
-from ..proto._verify import ChainReport
 
 PUB_NAME = "checkpoint.pub"
 

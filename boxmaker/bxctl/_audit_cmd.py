@@ -19,18 +19,18 @@ from .._audit_files import iter_lines, list_log_files, log_size, verify_director
 from .._error_table import condition
 from .._errors import DamagedError
 from ..proto._audit import Record, event_key, parse_record
+from ..proto._chain_report import ChainReport
 from ..proto._convert import unstructure
 from ..proto._errors import DecodeError
 from ..proto._escape import escape_line
 from ..proto._json import dumps, dumps_terminal
 from ..proto._note import VerifierKey
-from ..proto._verify import ChainReport
 from ..proto._wire import format_ts
+from ._app import App, pass_app
 from ._audit_checkpoint import check as check_checkpoint
 from ._audit_checkpoint import json_additions, parse_witness_key
 from ._audit_checkpoint import key as key_command
 from ._audit_checkpoint import text_lines as checkpoint_lines
-from ._cli import App, pass_app
 from ._screen import terminal_width, wrap_line
 
 PROGRESS_MIN_BYTES = 64 * 1024 * 1024

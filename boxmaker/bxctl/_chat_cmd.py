@@ -51,8 +51,8 @@ from ..proto._wire_loop import (
 from . import _chat_render as render
 from ._admin_client import DaemonUnreachable, request_async
 from ._admin_cmd import render_approval
+from ._app import App, pass_app, text_arg
 from ._chat_banner import HELP, banner_lines, grants_summary
-from ._cli import App, pass_app, text_arg
 from ._config import BxctlConfig
 from ._loop_client import LoopConnection, Undecodable, open_request
 from ._screen import ModelText, terminal_width, wrap_line

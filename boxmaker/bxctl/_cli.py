@@ -1,49 +1,27 @@
-"""The root click group.  Subcommands live in their own modules."""
+"""The root click group: it only assembles the subcommands of their own modules.
+
+What the subcommands share (`App`, `pass_app`, `text_arg`) is in `_app`.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import attrs
 import click
 
 from .. import __version__
-from ._config import BxctlConfig, ConfigError, load_config
 
-
-@attrs.define
-class App:
-    """What every subcommand receives through ``ctx.obj``."""
-
-    config_path: Path | None
-    admin_socket: Path | None
-    loop_socket: Path | None
-    _config: BxctlConfig | None = None
-
-    @property
-    def config(self) -> BxctlConfig:
-        if self._config is None:
-            try:
-                self._config = load_config(self.config_path)
-            except ConfigError as exc:
-                raise click.UsageError(str(exc)) from exc
-            if self.admin_socket is not None:
-                self._config = attrs.evolve(self._config, admin_socket=self.admin_socket)
-            if self.loop_socket is not None:
-                self._config = attrs.evolve(self._config, loop_socket=self.loop_socket)
-        return self._config
-
-
-pass_app = click.make_pass_decorator(App)
-
-
-def text_arg(value: str, what: str) -> str:
-    """Text arguments are text (07-bxctl): one that is not valid UTF-8 is a usage error."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise click.UsageError(f"{what} is not valid UTF-8") from None
-    return value
+# _replay_cmd and _suggest_cmd add `grants replay` and `grants suggest` when imported
+from . import (  # noqa: F401
+    _admin_cmd,
+    _audit_cmd,
+    _chat_cmd,
+    _grants_cmd,
+    _passkey_cmd,
+    _replay_cmd,
+    _suggest_cmd,
+)
+from ._app import App
 
 
 @click.group()
@@ -61,22 +39,12 @@ def cli(ctx: click.Context, config_path: Path | None, admin_socket: Path | None,
     ctx.obj = App(config_path, admin_socket, loop_socket)
 
 
-def _register() -> None:
-    from . import _audit_cmd, _chat_cmd, _grants_cmd
-
-    cli.add_command(_audit_cmd.audit)
-    cli.add_command(_grants_cmd.grants)
-    cli.add_command(_chat_cmd.chat)
-
-    # _replay_cmd and _suggest_cmd add to `grants` when imported
-    from . import _admin_cmd, _passkey_cmd, _replay_cmd, _suggest_cmd  # noqa: F401
-
-    for command in _admin_cmd.COMMANDS:
-        cli.add_command(command)
-    cli.add_command(_passkey_cmd.passkey)
-
-
-_register()
+cli.add_command(_audit_cmd.audit)
+cli.add_command(_grants_cmd.grants)
+cli.add_command(_chat_cmd.chat)
+for _command in _admin_cmd.COMMANDS:
+    cli.add_command(_command)
+cli.add_command(_passkey_cmd.passkey)
 
 
 def main() -> None:

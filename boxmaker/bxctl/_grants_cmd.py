@@ -8,16 +8,14 @@ protected paths, taken from brokerd's config (`--brokerd-config`, or
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
 
+from .._brokerd_config import ConfigError as BrokerdConfigError
+from .._brokerd_config import compute_protected, load_config
 from .._error_table import see, shown
-from .._errors import ConfigurationError
-from .._paths import boxmaker_home, default_socket, under
-from .._protected import protected_set
 from ..policy._decide import decide
 from ..policy._decision import ProtectedPaths, ToolCall
 from ..policy._explain import explain_document, explain_lines, report_lines
@@ -28,7 +26,7 @@ from ..proto._errors import DecodeError
 from ..proto._escape import escape_line
 from ..proto._json import dumps_terminal, loads_object
 from ..proto._taint import LABELS, Label, Taint
-from ._cli import App, pass_app, text_arg
+from ._app import App, pass_app, text_arg
 
 
 @click.group()
@@ -43,7 +41,6 @@ def _exit(code: int) -> NoReturn:
 def _fail(message: str, code: int) -> NoReturn:
     click.echo(escape_line(message), err=True)
     _exit(code)
-
 
 
 def _print_json(value: Any) -> None:
@@ -83,100 +80,11 @@ def check(app: App, directory: Path | None, as_json: bool) -> None:
     _exit(0 if report.ok else 1)
 
 
-# -- brokerd's protected paths ------------------------------------------------------------
-#
-# A private reader of just the keys that decide the protected paths (home, [paths],
-# [sockets] broker/admin, [policy] protected), with brokerd's defaults (05-brokerd).
-# brokerd's own loader (boxmaker.brokerd._config) checks the whole file; once both
-# are committed the lead may replace this with `load_config(path).protected`.
-
-
-class _BrokerdConfigError(ConfigurationError):
-    pass
-
-
-def _string(table: dict[str, Any], key: str, where: str) -> str | None:
-    value = table.get(key)
-    if value is None:
-        return None
-    if type(value) is not str or value == "" or "\0" in value:
-        raise _BrokerdConfigError(f"{where}{key}: not a path")
-    return value
-
-
-def _table(document: dict[str, Any], key: str) -> dict[str, Any]:
-    value = document.get(key, {})
-    if type(value) is not dict:
-        raise _BrokerdConfigError(f"{key}: expected a table")
-    return value
-
-
-def brokerd_protected_paths(config_path: Path | None) -> list[str]:
-    """brokerd's protected paths, as its `decide` gets them (issue 10): the one
-    function `boxmaker._protected.protected_set`, fed with brokerd's own
-    directories, `[policy] protected` and its [runner] podman."""
-    own, extra, podman, oci_runtime = _brokerd_paths(config_path)
-    found = protected_set(own, extra, podman=podman, oci_runtime=oci_runtime)
-    return list(found.spellings)
-
-
-def _brokerd_paths(
-    config_path: Path | None,
-) -> tuple[list[str], list[str], str | None, str | None]:
-    """brokerd's own directories (home first), `[policy] protected`, and the podman
-    and OCI runtime of its [runner] (None when it does not use podman)."""
-    explicit = config_path is not None
-    source = config_path if config_path is not None else boxmaker_home() / "brokerd.toml"
-    document: dict[str, Any] = {}
-    try:
-        data = source.read_bytes()
-    except FileNotFoundError:
-        if explicit:
-            raise _BrokerdConfigError(f"{os.fsdecode(source)!r} does not exist") from None
-        found = False
-    except OSError as exc:
-        raise _BrokerdConfigError(
-            f"{os.fsdecode(source)!r} cannot be read ({exc.strerror})"
-        ) from exc
-    else:
-        found = True
-        try:
-            document = tomllib.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise _BrokerdConfigError(f"{os.fsdecode(source)!r}: not valid TOML ({exc})") from exc
-    home_text = _string(document, "home", "")
-    home = Path(os.path.abspath(home_text)) if home_text else Path(os.path.abspath(boxmaker_home()))
-    paths = _table(document, "paths")
-    sockets = _table(document, "sockets")
-    policy = _table(document, "policy")
-    own: list[Path] = [home]
-    for key in ("grants", "audit", "state"):
-        own.append(under(home, _string(paths, key, "paths.") or key))
-    for key, name in (("broker", "broker.sock"), ("admin", "admin.sock")):
-        text = _string(sockets, key, "sockets.")
-        own.append((under(home, text) if text else default_socket(home, name)).parent)
-    if found:
-        own.append(Path(os.path.abspath(source)).parent)
-    configured = policy.get("protected")
-    if configured is None:
-        extra = [Path(os.path.abspath(boxmaker_home()))]
-    else:
-        if type(configured) is not list:
-            raise _BrokerdConfigError("policy.protected: expected an array of paths")
-        extra = []
-        for item in configured:
-            if type(item) is not str or item == "" or "\0" in item:
-                raise _BrokerdConfigError("policy.protected: not a path")
-            extra.append(under(home, item))
-    runner = _table(document, "runner")
-    podman: str | None = None
-    oci_runtime: str | None = None
-    if runner.get("kind") == "podman":
-        podman = _string(runner, "podman", "runner.") or "/usr/bin/podman"
-        oci_runtime = _string(runner, "oci_runtime", "runner.")
-    own_paths = [os.path.abspath(p) for p in own]
-    extra_paths = [os.path.abspath(p) for p in extra]
-    return own_paths, extra_paths, podman, oci_runtime
+def brokerd_protected_paths(config_path: Path | None) -> tuple[str, ...]:
+    """brokerd's protected paths, as its `decide` gets them: brokerd's own loader
+    and brokerd's own `compute_protected` (boxmaker._brokerd_config), nothing
+    re-derived.  Raises BrokerdConfigError."""
+    return compute_protected(load_config(config_path)).spellings
 
 
 @grants.command("explain")
@@ -226,7 +134,7 @@ def explain(
         raise click.UsageError(f"--args is not one JSON object: {exc}") from None
     try:
         protected = ProtectedPaths.of(brokerd_protected_paths(brokerd_config))
-    except _BrokerdConfigError as exc:
+    except BrokerdConfigError as exc:
         raise click.UsageError(f"brokerd config: {exc}") from None
     where = grants_dir if grants_dir is not None else app.config.grants
     state = _load(where)

@@ -19,7 +19,7 @@ from ..proto._escape import escape_line
 from ..proto._json import dumps_terminal
 from ..proto._wire_passkey import Enrolment, PasskeyEnrolRequest, PasskeyList, PasskeysRequest
 from ._admin_cmd import _ask, _expect
-from ._cli import App, pass_app, text_arg
+from ._app import App, pass_app, text_arg
 
 _ID_RE = re.compile(r"[A-Za-z0-9_-]{1,1400}", re.ASCII)
 

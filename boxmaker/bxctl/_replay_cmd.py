@@ -20,19 +20,20 @@ from typing import IO, NoReturn
 import click
 
 from .._audit_files import log_size, verify_directory
+from .._brokerd_config import ConfigError as _BrokerdConfigError
 from .._error_table import condition
 from ..policy._decision import ProtectedPaths
 from ..policy._explain import report_lines as grants_report_lines
 from ..policy._model import GrantSet, InvalidGrantSet
 from ..policy._replay import Redecided, Redecider, ReplayTally, change_json, change_line
+from ..proto._chain_report import ChainReport
 from ..proto._convert import unstructure
 from ..proto._escape import escape_line
 from ..proto._history import HistoryCall, HistoryReader, OnApproval, OnCall
 from ..proto._json import dumps
-from ..proto._verify import ChainReport
+from ._app import App, pass_app
 from ._audit_cmd import PROGRESS_MIN_BYTES, NotFine, _parse_since
-from ._cli import App, pass_app
-from ._grants_cmd import _BrokerdConfigError, _load, brokerd_protected_paths, grants
+from ._grants_cmd import _load, brokerd_protected_paths, grants
 from ._replay_pool import DecidePool, parallel_worth_it
 
 CHAIN_RUNBOOK = condition("audit_chain_broken")

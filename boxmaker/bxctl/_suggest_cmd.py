@@ -25,7 +25,7 @@ from ..policy._suggest import (
 )
 from ..proto._escape import escape_line
 from ..proto._history import HistoryCall
-from ._cli import App, pass_app
+from ._app import App, pass_app
 from ._grants_cmd import grants
 from ._replay_cmd import (
     load_valid_grants,

@@ -34,7 +34,8 @@ import h11
 import trio
 
 from .._errors import PeerError
-from .._http import HttpConnection, InferenceError, InferenceUnavailable
+from .._http import InferenceError, InferenceUnavailable
+from .._http.client import HttpConnection
 from ..proto._escape import escape_line
 from ._config import Upstream
 from ._rules import (

@@ -16,13 +16,8 @@ from pathlib import Path
 
 import trio
 
-from .._http import (
-    Endpoint,
-    HttpConnection,
-    InferenceTimeout,
-    InferenceUnavailable,
-    shown,
-)
+from .._http import Endpoint, InferenceTimeout, InferenceUnavailable, shown
+from .._http.client import HttpConnection
 from ._config import Upstream
 
 CONNECT_TIMEOUT_S = 10.0

@@ -17,7 +17,8 @@ from __future__ import annotations
 import attrs
 
 from .._errors import ConfigurationError
-from .._http import Endpoint, LlamaClient, Props, describe_props
+from .._http import Endpoint, Props, describe_props
+from .._http.client import LlamaClient
 
 
 class InferenceMismatch(ConfigurationError):

@@ -21,7 +21,8 @@ import trio
 from .. import __version__, _sd
 from .._error_table import ERROR_RUNBOOKS, bare, shown
 from .._errors import PeerError, UnavailableError
-from .._http import InferenceError, LlamaClient
+from .._http import InferenceError
+from .._http.client import LlamaClient
 from .._streams import receive_frame, send_frame
 from .._unix import accept_loop, bind_unix_listener, peer_credentials, served_by
 from ..proto._convert import U64

@@ -12,7 +12,7 @@ import trio
 
 from .. import _sd
 from ..proto._escape import escape_text
-from ._cli import Failed, config_option, load_or_fail
+from ._command import Failed, config_option, load_or_fail
 from ._serve import StartFailed, serve
 
 

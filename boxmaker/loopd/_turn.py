@@ -23,7 +23,8 @@ import attrs
 import trio
 
 from .._errors import ConfigurationError, UnavailableError
-from .._http import ChatResult, LlamaClient, TextDelta, chat_request_body
+from .._http import ChatResult, TextDelta, chat_request_body
+from .._http.client import LlamaClient
 from ..proto._convert import U64, JsonObject
 from ..proto._errors import DecodeError
 from ..proto._escape import escape_line

@@ -1,10 +1,10 @@
 """Pure protocol layer shared by every host process (no I/O, no trio).
 
-Framing, the strict codec, terminal escaping and taint are here; the messages
-of each socket, audit records, the chain verifier and tool arguments are in
-the public submodules `wire`, `broker`, `admin`, `loop`, `audit`, `chain` and
-`args` (their names would collide in one namespace: a broker `Call` is not an
-audit `Call`).  Everything else is private (`_modules`).
+Framing, the strict codec, terminal escaping and taint are re-exported here;
+the messages of each socket, audit records, the chain verifier and tool
+arguments are imported from their own modules (`_wire_broker`, `_audit`,
+`_verify`, `_args`, ...: their names would collide in one namespace, a broker
+`Call` is not an audit `Call`).
 """
 
 from ._convert import (

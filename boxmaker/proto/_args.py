@@ -62,7 +62,6 @@ class EchoArgs:
     text: str
 
 
-FileArgs: TypeAlias = ReadFileArgs | ListDirArgs | WriteFileArgs
 ToolArgs: TypeAlias = ReadFileArgs | ListDirArgs | WriteFileArgs | HttpFetchArgs | EchoArgs
 
 ARGS_CLASSES: Final[dict[str, type[ToolArgs]]] = {

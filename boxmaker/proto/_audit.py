@@ -365,11 +365,6 @@ def is_day_file_name(name: str) -> bool:
     return _DAY_FILE.fullmatch(name) is not None
 
 
-def is_hex64(text: str) -> bool:
-    """64 lowercase hex digits (a SHA-256)."""
-    return _HEX64.fullmatch(text) is not None
-
-
 # --------------------------------------------------------------------------
 # Lines
 

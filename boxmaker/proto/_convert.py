@@ -56,6 +56,12 @@ _CATTRS_ERRORS = (
 )
 
 
+_BAD_INPUT = (DecodeError, KeyError, *_CATTRS_ERRORS)
+"""What structuring raises for input that does not fit: our hooks' DecodeError, a
+missing field's KeyError, a validator's InvalidValue, cattrs' unknown keys and its
+detailed groups.  Anything else is a bug."""
+
+
 def _fail(message: str) -> DecodeError:
     return DecodeError(message)
 
@@ -218,6 +224,9 @@ def _configure(conv: cattrs.Converter) -> None:
             try:
                 return inner(value, cls)
             except _CATTRS_ERRORS as exc:
+                bug = _not_bad_input(exc)
+                if bug is not None:
+                    raise bug from None
                 raise _describe(exc, "") from None
 
         structure.__doc__ = f"strict structure of {cls.__name__} ({', '.join(names)})"
@@ -336,19 +345,36 @@ def structure(value: Any, cls: type[T] | Any) -> T:
     """Structure an already-parsed JSON value into `cls`, strictly.
 
     Raises DecodeError naming the path of the first problem.
+    A failure that is not bad input (any other exception: a converter or hook
+    bug) goes up as it is, never reported as the input's fault.
     """
     try:
         result: T = _fast.structure(value, cls)
         return result
-    except Exception:  # noqa: BLE001 - any failure here is the input's fault
+    except _BAD_INPUT:
         pass
     try:
         _detailed.structure(value, cls)
     except DecodeError as exc:
         raise DecodeError(exc.message, path=_join("$", exc.path)) from None
-    except Exception as exc:  # noqa: BLE001
+    except _BAD_INPUT as exc:
+        bug = _not_bad_input(exc)
+        if bug is not None:
+            raise bug from None
         raise _describe(exc, "$") from None
     raise DecodeError("the value does not fit its type", path="$")  # pragma: no cover
+
+
+def _not_bad_input(exc: BaseException) -> BaseException | None:
+    """The first failure under `exc` (cattrs' detailed errors group them) that is
+    not bad input: a bug, to be raised as it is."""
+    if isinstance(exc, (ClassValidationError, IterableValidationError)):
+        for sub in exc.exceptions:
+            found = _not_bad_input(sub)
+            if found is not None:
+                return found
+        return None
+    return None if isinstance(exc, _BAD_INPUT) else exc
 
 
 def _describe(exc: BaseException, path: str) -> DecodeError:

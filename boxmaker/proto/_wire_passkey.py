@@ -21,7 +21,6 @@ from ._wire import check_ts
 
 B64URL_MAX: Final = 65_536
 """The longest base64url field (an attestation object with its certificates fits)."""
-NAME_MAX: Final = 64
 _B64URL_RE = re.compile(r"[A-Za-z0-9_-]*", re.ASCII)
 _TOKEN_RE = re.compile(r"[0-9a-f]{64}", re.ASCII)
 
@@ -41,11 +40,6 @@ def check_optional_b64url(_: object, attribute: attrs.Attribute[Any], value: str
 def check_token(_: object, attribute: attrs.Attribute[Any], value: str) -> None:
     if _TOKEN_RE.fullmatch(value) is None:
         raise InvalidValue(f"{attribute.name} is not 64 lowercase hex digits")
-
-
-def check_passkey_name(_: object, attribute: attrs.Attribute[Any], value: str) -> None:
-    if not 1 <= len(value) <= NAME_MAX or not value.isprintable():
-        raise InvalidValue(f"{attribute.name} must be 1 to {NAME_MAX} printable characters")
 
 
 @attrs.frozen(kw_only=True)

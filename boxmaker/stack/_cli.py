@@ -17,6 +17,9 @@ import click
 import trio
 
 from .. import __version__
+from .._brokerd_config import BrokerdConfig
+from .._brokerd_config import ConfigError as BrokerdConfigError
+from .._brokerd_config import load_config as load_brokerd_config
 from .._error_table import ERROR_RUNBOOKS
 from .._paths import boxmaker_home
 from .._qr import terminal_qr
@@ -94,7 +97,8 @@ def _prepare_local(home: Path) -> tuple[LocalModel, int]:
 
 def _probe_server(upstream: str) -> tuple[int, int] | None:
     """The server's slots and context per slot, so the starter loopd.toml matches it."""
-    from .._http import Endpoint, InferenceError, LlamaClient
+    from .._http import Endpoint, InferenceError
+    from .._http.client import LlamaClient
 
     try:
         client = LlamaClient(Endpoint.from_url(upstream), request_timeout_s=10)
@@ -159,15 +163,19 @@ def _get_compiler(consent: AptConsent) -> None:
         raise click.ClickException(f"installing cmake and g++ failed (see above): {advice}")
 
 
+def _brokerd_settings(home: Path) -> BrokerdConfig | None:
+    """The home's brokerd.toml, read by brokerd's own loader; None when brokerd
+    could not use it either."""
+    try:
+        return load_brokerd_config(home / "brokerd.toml")
+    except BrokerdConfigError:
+        return None
+
+
 def _runner_image(home: Path) -> str | None:
     """The [runner] image the home's brokerd.toml names, if it can be read."""
-    try:
-        data = tomllib.loads((home / "brokerd.toml").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return None
-    runner = data.get("runner")
-    image = runner.get("image") if isinstance(runner, dict) else None
-    return image if isinstance(image, str) else None
+    settings = _brokerd_settings(home)
+    return settings.runner.image if settings is not None else None
 
 
 def _tools(home: Path, no_tools: bool, scripts: Path | None = None,
@@ -348,12 +356,8 @@ def _approvals_child(home: Path) -> ChildSpec:
         click.echo(f"created {config}")
     with contextlib.suppress(OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         origin = str(tomllib.loads(config.read_text(encoding="utf-8")).get("origin", origin))
-    try:
-        approvals = tomllib.loads((home / "brokerd.toml").read_text(encoding="utf-8")).get(
-            "approvals", {})
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        approvals = {}
-    if origin not in approvals.get("origins", []):
+    settings = _brokerd_settings(home)
+    if settings is None or origin not in settings.origins:
         click.echo(f"approval page: brokerd.toml's [approvals] does not name {origin!r}; add "
                    f'rp_id and origins = ["{origin}"] there (docs/approvals.md) for passkeys',
                    err=True)
@@ -375,13 +379,16 @@ def approvals(args: tuple[str, ...]) -> None:
     os.execv(APPROVALS_PROGRAM[0], [*APPROVALS_PROGRAM, *args])
 
 
-def _register() -> None:
-    from ..witness._cli import witness
-
-    cli.add_command(witness)
+WITNESS_PROGRAM = (sys.executable, "-m", "boxmaker.witness")
+"""The witness runs as its own program too: no daemon package imports another's modules."""
 
 
-_register()
+@cli.command("witness", add_help_option=False,
+             context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def witness(args: tuple[str, ...]) -> None:
+    """A witness for other machines' audit logs (C2SP tlog-witness)."""
+    os.execv(WITNESS_PROGRAM[0], [*WITNESS_PROGRAM, *args])
 
 
 def main() -> None:

@@ -24,7 +24,8 @@ import attrs
 import trio
 
 from .._errors import ConfigurationError
-from .._http import Endpoint, InferenceError, LlamaClient
+from .._http import Endpoint, InferenceError
+from .._http.client import LlamaClient
 from ._fetch_model import cache_root, is_in_place
 from ._models import DEFAULT_MODEL, TEMPLATE_NAME, ModelSpec
 

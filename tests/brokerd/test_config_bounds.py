@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from boxmaker.brokerd._config import (
+from boxmaker._brokerd_config import (
     ConfigError,
     default_max_concurrent,
     largest_output_max_bytes,

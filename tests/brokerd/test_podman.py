@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import attrs
@@ -218,30 +217,6 @@ def test_urls_are_split_for_the_seal() -> None:
     assert split_url("https://a.example:443") == ("https", "a.example", 443)
     with pytest.raises(UnsafeTarget):
         split_url("ftp://a.example/")
-
-
-def test_brokerd_config_without_an_image_gives_an_unavailable_runtime(tmp_path: Path) -> None:
-    from boxmaker.brokerd._config import RunnerTable
-    from boxmaker.brokerd.runner._podman import make_podman_runtime
-
-    config = SimpleNamespace(runner=RunnerTable(kind="podman"), home=tmp_path)
-    runtime = make_podman_runtime(config)
-    assert runtime.kind == "podman"
-    assert runtime.ok is False
-    assert runtime.reason is not None
-    assert runtime.reason.endswith("See docs/runbook.md#runner-unavailable")
-
-
-def test_settings_map_from_brokerd_runner_table() -> None:
-    from boxmaker.brokerd._config import RunnerTable
-    from boxmaker.brokerd.runner._podman import settings_from_table
-
-    table = RunnerTable(kind="podman", image=IMAGE, oci_runtime="runc", memory="128m", pids=32)
-    assert settings_from_table(table) == attrs.evolve(
-        SETTINGS, memory="128m", pids=32, podman="/usr/bin/podman"
-    )
-    with pytest.raises(ValueError, match="by digest"):
-        settings_from_table(attrs.evolve(table, image="boxmaker-tools:latest"))
 
 
 def test_podman_never_runs_in_brokerds_own_directory(tmp_path: Path) -> None:

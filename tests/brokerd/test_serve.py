@@ -12,9 +12,9 @@ import pytest
 import trio
 import trio.testing
 
+from boxmaker._brokerd_config import load_config
 from boxmaker._streams import receive_frame, send_frame
 from boxmaker.brokerd._audit_writer import inline_fsync
-from boxmaker.brokerd._config import load_config
 from boxmaker.brokerd._serve import ServeHandle, serve
 from boxmaker.brokerd._state import write_state
 from boxmaker.proto._framing import FrameDecoder

@@ -1,8 +1,8 @@
-"""`bxctl grants explain` and brokerd compute ONE protected set (issue 10).
+"""`bxctl grants explain` and brokerd compute ONE protected set (issues 10, 12).
 
-Both call `boxmaker._protected.protected_set`: brokerd through its config
-(`compute_protected`), bxctl through its own reader of brokerd.toml.  The sets
-must be equal, and explain must refuse the code that runs and podman's files.
+Both load brokerd.toml with `boxmaker._brokerd_config.load_config` and compute
+the set with its `compute_protected`: the paths must be the same, in the same
+order, and explain must refuse the code that runs and podman's files.
 """
 
 from __future__ import annotations
@@ -14,10 +14,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from boxmaker.brokerd._config import load_config
-from boxmaker.brokerd._serve import compute_protected
+from boxmaker import _brokerd_config
+from boxmaker._brokerd_config import compute_protected, load_config
+from boxmaker.brokerd import _serve as brokerd_serve
+from boxmaker.bxctl import _grants_cmd
 from boxmaker.bxctl._cli import cli
 from boxmaker.bxctl._grants_cmd import brokerd_protected_paths
+from boxmaker.bxctl._replay_cmd import protected_paths
+from boxmaker.policy._decision import ProtectedPaths
 
 
 def everything(*paths: Path | str) -> str:
@@ -45,7 +49,11 @@ def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_brokerd_and_explain_compute_the_same_protected_set(config: Path) -> None:
     brokerd = compute_protected(load_config(config)).spellings
-    assert set(brokerd) == set(brokerd_protected_paths(config))
+    bxctl = brokerd_protected_paths(config)
+    assert len(bxctl) == len(brokerd) > 10
+    for ours, theirs in zip(bxctl, brokerd, strict=True):
+        assert ours == theirs
+    assert protected_paths(config) == ProtectedPaths.of(brokerd)
     real_home = str(config.parent.resolve())
     assert real_home in brokerd and str(config.parent) in brokerd
     for needed in (os.path.abspath(sys.prefix), "/etc/containers", "/usr/share/containers"):
@@ -74,3 +82,22 @@ def test_explain_refuses_the_home_the_code_and_podmans_files(config: Path, path:
     )
     assert result.exit_code == 1, result.output
     assert '"code": "protected"' in result.output.replace('":"', '": "'), result.output
+
+
+def test_bxctl_and_brokerd_share_one_loader_and_one_function() -> None:
+    """No second reader of brokerd.toml: both take the very same functions."""
+    assert brokerd_serve.compute_protected is _brokerd_config.compute_protected
+    assert _grants_cmd.compute_protected is _brokerd_config.compute_protected
+    assert _grants_cmd.load_config is _brokerd_config.load_config
+
+
+def test_explain_refuses_what_brokerds_loader_refuses(config: Path) -> None:
+    """An unknown key brokerd would refuse: explain refuses it too (exit 2)."""
+    config.write_text(config.read_text() + "[policy.extra]\n")
+    result = CliRunner().invoke(
+        cli,
+        ["grants", "explain", "--brokerd-config", str(config), "--tool", "echo",
+         "--args", '{"text": "x"}'],
+    )
+    assert result.exit_code == 2, result.output
+    assert "brokerd config:" in result.output

@@ -26,7 +26,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from boxmaker.brokerd._config import load_config as load_brokerd
+from boxmaker._brokerd_config import load_config as load_brokerd
 from boxmaker.bxctl._config import load_config as load_bxctl
 from boxmaker.inferproxy._config import load_config as load_inferproxy
 from boxmaker.inferproxy._serve import SOCKET_NAME as INFERPROXY_SOCKET_NAME

@@ -27,7 +27,8 @@ import attrs
 import pytest
 import trio
 
-from boxmaker._http import Endpoint, LlamaClient
+from boxmaker._http import Endpoint
+from boxmaker._http.client import LlamaClient
 from boxmaker.stack._local import CONTEXT, SLOTS, LocalModel
 
 LOCAL = LocalModel.in_cache()

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from boxmaker._http import Endpoint, LlamaClient, TextDelta, Timeouts, chat_request_body, fetch
+from boxmaker._http import Endpoint, TextDelta, Timeouts, chat_request_body
+from boxmaker._http.client import LlamaClient, fetch
 from boxmaker.inferproxy._config import Upstream
 from boxmaker.inferproxy._proxy import ProxySettings
 from boxmaker.inferproxy._serve import bind_listener, serve

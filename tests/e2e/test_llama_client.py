@@ -15,14 +15,8 @@ from typing import Any
 import pytest
 import trio
 
-from boxmaker._http import (
-    ChatDelta,
-    FinishDelta,
-    LlamaClient,
-    TextDelta,
-    Timeouts,
-    chat_request_body,
-)
+from boxmaker._http import ChatDelta, FinishDelta, TextDelta, Timeouts, chat_request_body
+from boxmaker._http.client import LlamaClient
 from tests.conftest import REPO
 from tests.e2e.conftest import SLOTS, LlamaServer, wait_slot_idle
 

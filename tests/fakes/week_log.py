@@ -15,7 +15,8 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from boxmaker.policy import Ask, ProtectedPaths, ToolCall, decide
+from boxmaker.policy._decide import decide
+from boxmaker.policy._decision import Ask, ProtectedPaths, ToolCall
 from boxmaker.policy._model import GrantSet
 from boxmaker.proto._audit import (
     GENESIS_PREV,

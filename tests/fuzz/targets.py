@@ -24,12 +24,12 @@ import h11
 import trio
 import trio.testing
 
+from boxmaker._brokerd_config import ConfigError as BrokerdConfigError
+from boxmaker._brokerd_config import parse_config as parse_brokerd_config
 from boxmaker._http import ChatAssembler, InferenceError, decode_chunk
 from boxmaker._http._chunked import ChunkedDecoder, ChunkedError
 from boxmaker._http._sse import SSEError, SSEEvent, SSEParser
 from boxmaker._toml import TomlFileError, parse_toml
-from boxmaker.brokerd._config import ConfigError as BrokerdConfigError
-from boxmaker.brokerd._config import parse_config as parse_brokerd_config
 from boxmaker.brokerd._state import parse_state
 from boxmaker.brokerd.runner._egress import EgressProxy, Seal
 from boxmaker.bxctl._config import BxctlFile
@@ -44,24 +44,25 @@ from boxmaker.loopd._config import resolve as resolve_loopd
 from boxmaker.loopd._conversations import Message
 from boxmaker.policy import _grants
 from boxmaker.proto import DecodeError, FrameDecoder, FrameError, decode, encode, encode_frame
+from boxmaker.proto._args import TOOLS, ArgsError, parse_args
 from boxmaker.proto._audit import encode_record, event_key, parse_record
 from boxmaker.proto._audit_scan import check_record_line
+from boxmaker.proto._chain_report import report_json
 from boxmaker.proto._json import loads_object
-from boxmaker.proto._verify import ChainVerifier, report_json
-from boxmaker.proto.admin import (
+from boxmaker.proto._verify import ChainVerifier
+from boxmaker.proto._wire_admin import (
     decode_admin_answer,
     decode_admin_request,
     encode_admin_answer,
     encode_admin_request,
 )
-from boxmaker.proto.args import TOOLS, ArgsError, parse_args
-from boxmaker.proto.broker import (
+from boxmaker.proto._wire_broker import (
     decode_broker_answer,
     decode_broker_request,
     encode_broker_answer,
     encode_broker_request,
 )
-from boxmaker.proto.loop import (
+from boxmaker.proto._wire_loop import (
     decode_loop_frame,
     decode_loop_request,
     encode_loop_frame,

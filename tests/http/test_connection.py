@@ -15,14 +15,13 @@ import trio.testing
 from boxmaker._http import (
     MAX_ERROR_BODY,
     Endpoint,
-    HttpConnection,
     InferenceHTTPError,
     InferenceProtocolError,
     InferenceTimeout,
     InferenceUnavailable,
     Timeouts,
-    fetch,
 )
+from boxmaker._http.client import HttpConnection, fetch
 from tests.fakes.sse_client import BODY, RUNBOOK, collect
 
 

@@ -41,8 +41,16 @@ def imported(path: Path) -> set[str]:
 
 def test_every_module_of_the_package_is_classified() -> None:
     modules = {p.stem for p in HTTP.glob("*.py")} - {"__init__"}
-    io = {"_connection", "_fetch", "_sse_stream", "_llama_client"}
+    io = {"_connection", "_fetch", "_sse_stream", "_llama_client", "client"}
     assert modules == PURE | io
+
+
+def test_the_package_init_imports_only_pure_modules() -> None:
+    """Importing a pure module runs the package's __init__: it must not load trio."""
+    modules = imported(HTTP / "__init__.py")
+    assert {m.split(".")[0] for m in modules} & IO_MODULES == set()
+    siblings = {m.rsplit(".", 1)[1] for m in modules if m.startswith("boxmaker._http.")}
+    assert siblings <= PURE, f"__init__ imports {siblings - PURE}"
 
 
 @pytest.mark.parametrize("name", sorted(PURE))

@@ -18,7 +18,6 @@ from boxmaker._http import (
     InferenceHTTPError,
     InferenceStreamError,
     InferenceTimeout,
-    LlamaClient,
     TextDelta,
     Timeouts,
     TimingsDelta,
@@ -27,6 +26,7 @@ from boxmaker._http import (
     UsageDelta,
     chat_request_body,
 )
+from boxmaker._http.client import LlamaClient
 from tests.fakes.llama_server import FakeLlamaServer, capture
 
 Start = Callable[[dict[str, Any]], Awaitable[tuple[FakeLlamaServer, LlamaClient]]]

@@ -13,7 +13,8 @@ import pytest
 import trio
 import trio.testing
 
-from boxmaker._http import Endpoint, HttpConnection, InferenceClosed
+from boxmaker._http import Endpoint, InferenceClosed
+from boxmaker._http.client import HttpConnection
 
 ENDPOINT = Endpoint.tcp("upstream.test", 8080)
 

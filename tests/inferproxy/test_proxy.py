@@ -19,7 +19,8 @@ import h11
 import pytest
 import trio
 
-from boxmaker._http import Endpoint, HttpConnection, InferenceClosed, fetch
+from boxmaker._http import Endpoint, InferenceClosed
+from boxmaker._http.client import HttpConnection, fetch
 from boxmaker.inferproxy._config import Upstream
 from boxmaker.inferproxy._proxy import ProxySettings
 from boxmaker.inferproxy._serve import bind_listener, serve

@@ -18,7 +18,8 @@ import pytest
 import trio
 import trustme
 
-from boxmaker._http import Endpoint, fetch
+from boxmaker._http import Endpoint
+from boxmaker._http.client import fetch
 from boxmaker.inferproxy import _serve
 from boxmaker.inferproxy._config import InferproxyConfig, Upstream
 from boxmaker.inferproxy._proxy import ProxySettings

@@ -25,7 +25,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from boxmaker.policy import ProtectedPaths, ToolCall, decide, load_grants
+from boxmaker.policy._decide import decide
+from boxmaker.policy._decision import ProtectedPaths, ToolCall
+from boxmaker.policy._load import load_grants
 from boxmaker.policy._model import GrantSet
 from boxmaker.proto._taint import Taint, label_rank
 from tests.fakes.brokerd import BXCTL, Home, env_for

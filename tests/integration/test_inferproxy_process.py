@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from boxmaker._http import Endpoint, fetch
+from boxmaker._http import Endpoint
+from boxmaker._http.client import fetch
 from tests.conftest import REPO
 from tests.fakes.http_upstream import HttpUpstream
 

@@ -319,23 +319,6 @@ def test_the_container_gets_no_host_environment(settings: PodmanSettings, home: 
     assert done.returncode == 0
 
 
-def test_brokerd_factory_checks_and_serves(image: str, home: Path, grant: Path) -> None:
-    from types import SimpleNamespace
-
-    from boxmaker.brokerd._config import RunnerTable
-    from boxmaker.brokerd.runner._podman import make_podman_runtime
-
-    table = RunnerTable(kind="podman", podman="podman", image=image, oci_runtime="runc")
-    runtime = make_podman_runtime(SimpleNamespace(runner=table, home=home))
-    assert runtime.ok, runtime.reason
-
-    async def one_call() -> Any:
-        return await runtime.run(spec("read_file", {"path": str(grant / "notes.txt")}, str(grant)))
-
-    outcome = trio.run(one_call)
-    assert outcome.status == "ok"
-
-
 async def test_more_output_than_the_cap_is_tool_failed_not_cut(
     settings: PodmanSettings, home: Path
 ) -> None:

@@ -16,7 +16,8 @@ import trio
 from click.testing import CliRunner
 
 from boxmaker._error_table import pointer_of
-from boxmaker._http import Endpoint, InferenceTimeout, InferenceUnavailable, LlamaClient, Props
+from boxmaker._http import Endpoint, InferenceTimeout, InferenceUnavailable, Props
+from boxmaker._http.client import LlamaClient
 from boxmaker.loopd._cli import cli
 from boxmaker.loopd._selftest import Expected, InferenceMismatch, check_props, self_test
 from tests.fakes.llama_server import FakeLlamaServer

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 import trio
 
-from boxmaker._http import InferenceStreamError, LlamaClient
+from boxmaker._http import InferenceStreamError
+from boxmaker._http.client import LlamaClient
 from boxmaker._streams import receive_frame, send_frame
 from boxmaker.loopd._broker_port import BrokerPort
 from boxmaker.loopd._conversations import ConversationStore

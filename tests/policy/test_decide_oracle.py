@@ -17,16 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from boxmaker.policy import (
-    Ask,
-    Decision,
-    GrantSet,
-    ProtectedPaths,
-    ToolCall,
-    decide,
-    parse_grant_texts,
-    redecide,
-)
+from boxmaker.policy._decide import decide, redecide
+from boxmaker.policy._decision import Ask, Decision, ProtectedPaths, ToolCall
+from boxmaker.policy._grants import parse_grant_texts
+from boxmaker.policy._model import GrantSet
 from boxmaker.proto._taint import Taint
 
 # ---------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from boxmaker.proto._convert import (
     JsonObject,
     decode,
     encode,
+    register_structure_hook,
     register_tagged_union,
     structure,
     unstructure,
@@ -329,3 +330,40 @@ def test_leaf_round_trip(
 def test_nothing_but_an_int_is_an_int(value: Any) -> None:
     with pytest.raises(DecodeError):
         structure(_leaf(count=value), Leaf)
+
+
+# -- a converter bug is a bug, not bad input (issue 12) ----------------------------------------
+
+
+class _Buggy:
+    """A type whose structure hook has a bug (it fails on any input)."""
+
+
+def _buggy_hook(value: Any, _: Any) -> _Buggy:
+    return value.no_such_attribute  # type: ignore[no-any-return]
+
+
+register_structure_hook(_Buggy, _buggy_hook)
+
+
+@attrs.frozen(kw_only=True)
+class WithBug:
+    count: int
+    buggy: _Buggy
+
+
+def test_a_hook_bug_is_raised_as_it_is_not_reported_as_bad_input() -> None:
+    with pytest.raises(AttributeError, match="no_such_attribute"):
+        structure({"count": 1, "buggy": 5}, WithBug)
+
+
+def test_a_hook_bug_next_to_bad_input_is_still_raised() -> None:
+    """The fast pass stops at the bad count; the detailed pass meets the bug too."""
+    with pytest.raises(AttributeError, match="no_such_attribute"):
+        structure({"count": "1", "buggy": 5}, WithBug)
+
+
+def test_bad_input_next_to_good_input_is_still_a_decode_error() -> None:
+    with pytest.raises(DecodeError) as caught:
+        structure({"count": "1"}, Leaf)
+    assert caught.value.path is not None

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import trio
 
+from boxmaker._brokerd_config import load_config
 from boxmaker._streams import receive_frame, send_frame
-from boxmaker.brokerd._config import load_config
 from boxmaker.brokerd._serve import ServeHandle, serve
 from boxmaker.proto._framing import FrameDecoder
 from tests.fakes.brokerd import ECHO_GRANT, Home

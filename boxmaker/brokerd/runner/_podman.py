@@ -12,10 +12,8 @@ import logging
 import os
 import shutil
 import subprocess
-import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import attrs
 import trio
@@ -422,69 +420,3 @@ class PodmanRuntime:
 
 def _one_line(text: str) -> str:
     return escape_text(text, keep_newlines=False)
-
-
-def settings_from_table(table: Any) -> PodmanSettings:
-    """PodmanSettings from brokerd.toml's [runner] table (brokerd's RunnerTable).
-
-    Raises ValueError when a value is not acceptable (e.g. an image named by tag).
-    """
-    if table.image is None:
-        raise ValueError("[runner] image is not set (scripts/build-tools-image prints it)")
-    return PodmanSettings(
-        image=table.image,
-        podman=table.podman,
-        oci_runtime=table.oci_runtime,
-        memory=table.memory,
-        pids=table.pids,
-        cpus=float(table.cpus),
-        timeout_ms=table.timeout_ms,
-        output_max_bytes=table.output_max_bytes,
-        nofile=table.nofile,
-        nproc=table.nproc,
-    )
-
-
-class _UnconfiguredRuntime:
-    """What `make_podman_runtime` gives when [runner] cannot be used at all."""
-
-    kind = "podman"
-    ok = False
-
-    def __init__(self, reason: str) -> None:
-        self.reason = f"{reason}. {UNAVAILABLE}"
-
-    async def run(self, spec: RunSpec) -> RunOutcome:
-        return RunOutcome(status="runner_unavailable", output=None, message=self.reason)
-
-    async def aclose(self) -> None:
-        return None
-
-
-def make_podman_runtime(config: Any) -> PodmanRuntime | _UnconfiguredRuntime:
-    """brokerd's factory (called once at start, before serving): the runtime,
-    already checked, with this installation's leftover containers removed.
-
-    Blocks for the check (about a second: `podman info`, `podman image exists`,
-    a trial run): it runs `PodmanRuntime.start` in a trio run of its own on a
-    helper thread, since the caller is synchronous.
-    """
-    try:
-        settings = settings_from_table(config.runner)
-    except ValueError as exc:
-        return _UnconfiguredRuntime(str(exc))
-    runtime = PodmanRuntime(settings, Path(config.home))
-    errors: list[BaseException] = []
-
-    def check() -> None:
-        try:
-            trio.run(runtime.start)
-        except Exception as exc:  # noqa: BLE001 - re-raised below on the caller's thread
-            errors.append(exc)
-
-    thread = threading.Thread(target=check, name="boxmaker-podman-check")
-    thread.start()
-    thread.join()
-    if errors:
-        raise errors[0]
-    return runtime

@@ -4,6 +4,11 @@
 every depth, and resolves every path: relative ones under `home`, sockets under
 ``$XDG_RUNTIME_DIR/boxmaker`` or ``home/run``.  Pure apart from reading the
 file and the environment.
+
+The one source of brokerd's settings (issue 12): brokerd serves with them,
+`bxctl grants explain|replay|suggest` decides with `compute_protected` of them
+(exactly brokerd's protected paths), `boxmaker up` reads its starter file with
+them.  Top-level, so that no daemon package imports another.
 """
 
 from __future__ import annotations
@@ -14,11 +19,12 @@ from typing import Literal
 
 import attrs
 
-from .._errors import ConfigurationError
-from .._passkey_origin import check_passkey_settings
-from .._paths import UID_MAX, absolute, boxmaker_home, default_socket, under
-from .._toml import TomlFileError, parse_toml
 from ._checkpoint_config import CheckpointsConfigError, CheckpointSettings, resolve_checkpoints
+from ._errors import ConfigurationError
+from ._passkey_origin import check_passkey_settings
+from ._paths import UID_MAX, absolute, boxmaker_home, default_socket, under
+from ._protected import ProtectedSet, protected_set
+from ._toml import TomlFileError, parse_toml
 
 TTL_MS_MAX = 86_400_000
 """A day: the longest an approval may wait."""
@@ -182,6 +188,16 @@ def default_config_path() -> Path:
     return boxmaker_home() / "brokerd.toml"
 
 
+def compute_protected(config: BrokerdConfig) -> ProtectedSet:
+    """brokerd's protected roots (03-policy D2b, issue 10): THE shared function,
+    fed with brokerd's paths (blocking: realpath, stat and `podman info`).
+
+    brokerd's `decide` and runner, and bxctl's `grants explain|replay|suggest`,
+    all take them from here."""
+    podman = config.runner.podman if config.runner.kind == "podman" else None
+    return protected_set(config.own_protected, config.policy_protected, podman=podman,
+                         oci_runtime=config.runner.oci_runtime if podman else None)
+
 
 MAX_CONNECTIONS_MAX = 65_536
 QUEUE_TIMEOUT_MS_MAX = 86_400_000
@@ -226,10 +242,10 @@ def largest_output_max_bytes() -> int:
     result carries it whole as its `output`; the envelope around it is measured
     with the longest id, status and label the answer can have.
     """
-    from ..proto._convert import U64, U64_MAX, JsonObject
-    from ..proto._framing import MAX_FRAME
-    from ..proto._json import dumps_bytes
-    from ..proto._wire_broker import Result, encode_broker_answer
+    from .proto._convert import U64, U64_MAX, JsonObject
+    from .proto._framing import MAX_FRAME
+    from .proto._json import dumps_bytes
+    from .proto._wire_broker import Result, encode_broker_answer
 
     output = {"error": {"code": "", "message": ""}}
     envelope = max(
