@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from boxmaker.brokerd._config import load_config
-from boxmaker.brokerd._serve import compute_protected
+from boxmaker.brokerd._startup import compute_protected
 from boxmaker.bxctl._cli import cli
 from boxmaker.bxctl._grants_cmd import brokerd_protected_paths
 
