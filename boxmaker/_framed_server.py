@@ -191,8 +191,11 @@ class FramedServer:
             found = await self._read_request(stream, peer, framed)
             if found is not None:
                 await framed.handle(stream, peer, found[0])
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             log.info("%s: the connection ended: %s", name, escape_line(str(exc)))
+        except OSError as exc:
+            log.warning("%s: the connection failed (%s); contained, the daemon goes on serving",
+                        name, escape_line(str(exc)), exc_info=True)
         except Exception:
             log.exception("%s: a connection failed (contained; the daemon goes on serving)",
                           name)

@@ -31,8 +31,8 @@ from .._unix import ListenerLost, SocketSetupError, bind_unix_listener
 from ..policy._model import GrantState
 from ..proto._audit import GrantsSummary, Start, Stop
 from ..proto._convert import U64
-from ..proto._wire_admin import decode_admin_request
-from ..proto._wire_broker import decode_broker_request
+from ..proto._wire_admin import AdminRequest, decode_admin_request
+from ..proto._wire_broker import BrokerRequest, decode_broker_request
 from ._admin import handle_admin
 from ._audit_link import AuditStartup, open_audit
 from ._audit_writer import AuditUnavailable, FsyncFn, WriteFn
@@ -185,7 +185,8 @@ async def _record_start(daemon: Daemon, grants: GrantState) -> None:
     )])
 
 
-def _framed_sockets(daemon: Daemon) -> tuple[FramedSocket[Any], FramedSocket[Any]]:
+def _framed_sockets(daemon: Daemon) -> tuple[FramedSocket[BrokerRequest],
+                                              FramedSocket[AdminRequest]]:
     """broker.sock and admin.sock as the connection shell serves them."""
     config = daemon.config
     broker = FramedSocket(
