@@ -116,7 +116,7 @@ CLASS_ENTRIES: Final[Mapping[str, Entry]] = {
         Entry("audit_unavailable", "docs/runbook.md#audit-locked"),
     "boxmaker.brokerd._audit_writer.AuditChainBroken":
         Entry("audit_unavailable", "docs/runbook.md#audit-chain-broken"),
-    "boxmaker.brokerd._serve.StartFailed": Entry(None, "docs/runbook.md#brokerd-start-failed"),
+    "boxmaker.brokerd._startup.StartFailed": Entry(None, "docs/runbook.md#brokerd-start-failed"),
     "boxmaker._brokerd_config.ConfigError": Entry(None, "docs/runbook.md#brokerd-start-failed"),
     "boxmaker.brokerd._state.StateWriteError":
         Entry(None, "docs/runbook.md#broker-state-damaged"),

@@ -19,7 +19,6 @@ from .._unix import PeerCred
 from ..policy._load import GrantsMissing, load_grants, missing_state
 from ..policy._model import GrantState
 from ..proto._convert import U64, JsonObject
-from ..proto._errors import DecodeError
 from ..proto._taint import Taint
 from ..proto._wire import ErrorAnswer, Ok, error_answer
 from ..proto._wire_admin import (
@@ -43,14 +42,12 @@ from ..proto._wire_admin import (
     SessionRequest,
     Status,
     StatusRequest,
-    decode_admin_request,
     encode_admin_answer,
 )
 from ..proto._wire_passkey import PASSKEY_REQUEST_TAGS, b64url
 from ._admin_passkey import approval_passkey, declassify_passkey, handle_passkey
 from ._approvals import PendingApproval
 from ._audit_writer import AuditUnavailable
-from ._broker import bad_frame_answer, linger_close, read_request
 from ._context import Daemon
 from ._ledger import NoSuchApproval, NoSuchSession, NotLower, Ruling
 
@@ -108,19 +105,9 @@ def status_of(daemon: Daemon) -> Status:
     )
 
 
-async def handle_admin(stream: trio.abc.Stream, peer: PeerCred, daemon: Daemon) -> None:
-    """Serve one admin.sock connection (the peer's uid was checked)."""
-    body = await read_request(stream, daemon, encode_admin_answer)
-    if body is None:
-        return
-    try:
-        request = decode_admin_request(body)
-    except DecodeError as exc:
-        request_id, error = bad_frame_answer(body, exc)
-        log.warning("admin.sock: bad frame from pid %d uid %d: %s", peer.pid, peer.uid, exc)
-        await send_frame(stream, encode_admin_answer(request_id, error))
-        await linger_close(stream)
-        return
+async def handle_admin(stream: trio.abc.Stream, peer: PeerCred, daemon: Daemon,
+                       request: AdminRequest) -> None:
+    """Serve one decoded admin.sock request (the shell checked the peer and the frame)."""
     answer = await _dispatch(request, peer, daemon)
     await send_frame(stream, encode_admin_answer(request.id, answer))
 

@@ -1,7 +1,8 @@
 """broker.sock: one tool call per connection (05-brokerd "Handling one call").
 
-1. Read one frame (10 s limit); decode strictly.  A bad frame gets one
-   `error bad_frame` (or `bad_version`) and the connection is closed.
+1. The connection shell (`boxmaker._framed_server`) checks the peer's uid,
+   reads one frame (10 s limit) and decodes it strictly; a bad frame gets one
+   `error bad_frame` (or `bad_version`) there and never reaches this module.
 2. Ledger **decide**: `call` + `decision` are recorded for every decodable
    request (unknown tools, bad arguments, invalid grants included).
 3. `denied`: answer `denied`.
@@ -20,33 +21,29 @@ answer is `error audit_unavailable`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
 import trio
 
-from .._error_table import ERROR_RUNBOOKS, see, shown
-from .._streams import receive_frame, send_frame
+from .._error_table import ERROR_RUNBOOKS, shown
+from .._streams import send_frame
 from .._unix import PeerCred
 from ..policy._model import GrantState
 from ..proto._convert import U64, JsonObject
-from ..proto._errors import DecodeError, FrameError
-from ..proto._framing import FrameDecoder
 from ..proto._json import dumps_bytes
 from ..proto._taint import Taint
-from ..proto._wire import DENIAL_RUNBOOKS, BadVersion, ErrorAnswer, error_answer, peek_id
+from ..proto._wire import DENIAL_RUNBOOKS, error_answer
 from ..proto._wire_broker import (
     BrokerAnswer,
     BrokerRequest,
     Denied,
     Pending,
     Result,
-    decode_broker_request,
     encode_broker_answer,
 )
 from ._approvals import Answer, PendingApproval
 from ._audit_writer import AuditUnavailable
-from ._context import REQUEST_FRAME_SECONDS, Daemon
+from ._context import Daemon
 from ._ledger import Ruling, args_size, omitted_args
 from .runner._queue import RunnerBusy, RunQueue
 from .runner._spec import RunStatus
@@ -61,90 +58,14 @@ async def send_answer(stream: trio.abc.SendStream, request_id: int | None,
     await send_frame(stream, encode_broker_answer(request_id, answer))
 
 
-LINGER_SECONDS = 1.0
-LINGER_BYTES = 1 << 20
-
-
-async def linger_close(stream: trio.abc.Stream) -> None:
-    """After an error answer: half-close, then discard what the peer still sends.
-
-    Closing a socket with unread input makes the kernel reset the connection,
-    and the peer may lose our answer; this lets the answer arrive first.
-    """
-    try:
-        if isinstance(stream, trio.SocketStream):
-            await stream.send_eof()
-        drained = 0
-        with trio.move_on_after(LINGER_SECONDS):
-            while drained < LINGER_BYTES:
-                data = await stream.receive_some(65536)
-                if not data:
-                    break
-                drained += len(data)
-    except (trio.BrokenResourceError, trio.ClosedResourceError):
-        pass
-
-
 def denied(code: str, reason: str, grant: str | None) -> Denied:
     return Denied(code=code, reason=reason, grant=grant,  # type: ignore[arg-type]
                   runbook=DENIAL_RUNBOOKS[code])  # type: ignore[index]
 
 
-async def read_request(stream: trio.abc.Stream, daemon: Daemon,
-                       encode_error: Callable[[int | None, ErrorAnswer], bytes]) -> bytes | None:
-    """Read one request frame within the time limit.
-
-    None means the connection is done (timed out, closed, a bad frame already
-    answered, or brokerd is stopping).
-    """
-    decoder = FrameDecoder()
-    scope = trio.CancelScope(deadline=trio.current_time() + REQUEST_FRAME_SECONDS)
-    daemon.idle_scopes.add(scope)
-    try:
-        if daemon.stopping:
-            return None
-        with scope:
-            try:
-                body = await receive_frame(stream, decoder)
-            except FrameError as exc:
-                await send_frame(stream, encode_error(None, error_answer(
-                    "bad_frame", f"bad frame: {exc}. {see(exc)}")))
-                await linger_close(stream)
-                return None
-        if scope.cancelled_caught:
-            if not daemon.stopping:
-                await send_frame(stream, encode_error(None, error_answer(
-                    "bad_frame", f"no request frame within {REQUEST_FRAME_SECONDS:g} s")))
-            return None
-        return body
-    finally:
-        daemon.idle_scopes.discard(scope)
-
-
-def bad_frame_answer(body: bytes, exc: DecodeError) -> tuple[int | None, ErrorAnswer]:
-    if isinstance(exc, BadVersion):
-        return exc.id, error_answer("bad_version", str(exc))
-    return peek_id(body), error_answer("bad_frame", f"the request does not decode: {exc}")
-
-
-async def handle_broker(stream: trio.abc.Stream, peer: PeerCred, daemon: Daemon) -> None:
-    """Serve one broker.sock connection (the peer's uid was checked)."""
-    body = await read_request(stream, daemon, encode_broker_answer)
-    if body is None:
-        return
-    try:
-        request = decode_broker_request(body)
-    except DecodeError as exc:
-        request_id, answer = bad_frame_answer(body, exc)
-        log.warning("broker.sock: bad frame from pid %d uid %d: %s", peer.pid, peer.uid, exc)
-        await send_answer(stream, request_id, answer)
-        await linger_close(stream)
-        return
-    await _handle_call(stream, peer, daemon, request)
-
-
-async def _handle_call(stream: trio.abc.Stream, peer: PeerCred, daemon: Daemon,
-                       request: BrokerRequest) -> None:
+async def handle_broker(stream: trio.abc.Stream, peer: PeerCred, daemon: Daemon,
+                        request: BrokerRequest) -> None:
+    """Serve one decoded broker.sock request (the shell checked the peer and the frame)."""
     call = request.call
     rid = request.id
     ledger = daemon.ledger

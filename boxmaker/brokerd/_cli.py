@@ -26,7 +26,8 @@ from ..proto._escape import escape_line
 from ._audit_link import rebuild_from_log
 from ._audit_writer import AuditError, AuditLocked, lock_audit_dir, open_audit_dir
 from ._checkpoints_link import CheckpointKeyProblem
-from ._serve import StartFailed, runner_settings_problem, serve
+from ._serve import serve
+from ._startup import StartFailed, runner_settings_problem
 from ._state import sync_state_files
 
 _CONFIG_OPTION = click.option(

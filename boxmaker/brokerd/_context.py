@@ -31,9 +31,6 @@ from .runner._spec import Runtime
 
 log = logging.getLogger("brokerd")
 
-REQUEST_FRAME_SECONDS = 10.0
-"""A request frame must arrive within 10 s of the connection being accepted."""
-
 
 def unreadable_grants(exc: OSError) -> InvalidGrantSet:
     """The grant state while the directory cannot be read: invalid, every call denied."""
@@ -81,12 +78,10 @@ class Daemon:
     format_time: Callable[[float], str] = ts_from_unix
     stopping: bool = False
     grants_unreadable: bool = False
-    idle_scopes: set[trio.CancelScope] = attrs.field(factory=set)
     checkpoints: Any = None
     """The `CheckpointsRuntime` (10-checkpoints), or None in tests built without it."""
     passkey_changes: trio.Lock = attrs.field(factory=trio.Lock)
     """Held from an enrolment link's check to its record: one passkey change at a time."""
-    """Connections still reading their request: cancelled at shutdown."""
     passkeys: PasskeyRegistry = attrs.field(
         factory=lambda: PasskeyRegistry(rp_id=None, origins=(), clock=trio.current_time))
     """The owner's enrolled credentials (from the log) and live enrolment links."""

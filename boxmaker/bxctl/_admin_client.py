@@ -1,18 +1,17 @@
 """A client of brokerd's admin.sock for bxctl (02-wire "admin.sock", 07-bxctl).
 
-One request per connection.  Before sending anything it checks, with
-SO_PEERCRED, that the socket is served by the expected brokerd uid (config
-`brokerd_uid`), so a socket planted by someone else cannot show a fake
-approval.  It waits at most 30 s for the answer; when none comes it says that
-brokerd may or may not have acted.  Every failure to reach brokerd is a
-`DaemonUnreachable` (exit 3, `#daemon-unreachable`).
+One request per connection, through `boxmaker._framed_client`: before
+sending anything it checks, with SO_PEERCRED, that the socket is served by
+the expected brokerd uid (config `brokerd_uid`), so a socket planted by
+someone else cannot show a fake approval.  It waits at most 30 s for the
+answer; when none comes it says that brokerd may or may not have acted.
+Every failure to reach brokerd is a `DaemonUnreachable` (exit 3,
+`#daemon-unreachable`).
 """
 
 from __future__ import annotations
 
 import os
-import socket
-import time
 from pathlib import Path
 
 import click
@@ -20,10 +19,9 @@ import trio
 
 from .._error_table import shown
 from .._errors import UnavailableError
-from .._unix import peer_credentials, served_by
+from .._framed_client import ExchangeFailed, exchange
 from ..proto._convert import U64
 from ..proto._errors import DecodeError
-from ..proto._framing import FrameDecoder, encode_frame
 from ..proto._wire_admin import (
     AdminAnswer,
     AdminRequest,
@@ -75,57 +73,11 @@ def _maybe_acted(path: Path, why: str) -> DaemonUnreachable:
 def request(path: Path, body: AdminRequestBody, *, brokerd_uid: int,
             timeout: float = ANSWER_SECONDS, request_id: int = 1) -> AdminAnswer:
     """Send one admin request and return brokerd's answer (an ErrorAnswer included)."""
-    deadline = time.monotonic() + timeout
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    frame = encode_admin_request(AdminRequest(id=U64(request_id), body=body))
     try:
-        sock.settimeout(timeout)
-        try:
-            sock.connect(os.fsencode(path))
-        except FileNotFoundError:
-            raise _not_sent(path, "no such socket; is brokerd running?") from None
-        except ConnectionRefusedError:
-            raise _not_sent(path, "connection refused; brokerd is not running") from None
-        except TimeoutError:
-            raise _not_sent(path, f"no connection within {timeout:g} s") from None
-        except OSError as exc:
-            raise _not_sent(path, exc.strerror or type(exc).__name__) from None
-        server = peer_credentials(sock)
-        uid = server.uid
-        if not served_by(server, brokerd_uid):
-            raise _not_sent(
-                path, f"the socket is served by uid {uid}, not by brokerd's uid {brokerd_uid}; "
-                "refusing to talk to it")
-        frame = encode_frame(encode_admin_request(AdminRequest(id=U64(request_id), body=body)))
-        try:
-            sock.sendall(frame)
-        except OSError as exc:
-            raise _maybe_acted(path, f"broke the connection ({exc.strerror})") from None
-        decoder = FrameDecoder()
-        while True:
-            try:
-                answer_body = decoder.next_frame()
-            except DecodeError:
-                raise _maybe_acted(path, "sent a frame that does not decode") from None
-            if answer_body is not None:
-                break
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise _maybe_acted(path, f"did not answer within {timeout:g} s")
-            sock.settimeout(remaining)
-            try:
-                data = sock.recv(65536)
-            except TimeoutError:
-                raise _maybe_acted(path, f"did not answer within {timeout:g} s") from None
-            except OSError as exc:
-                raise _maybe_acted(path, f"broke the connection ({exc.strerror})") from None
-            if not data:
-                raise _maybe_acted(path, "closed the connection without an answer")
-            try:
-                decoder.feed(data)
-            except DecodeError:
-                raise _maybe_acted(path, "sent a frame that does not decode") from None
-    finally:
-        sock.close()
+        answer_body = exchange(path, frame, server_uid=brokerd_uid, timeout=timeout)
+    except ExchangeFailed as failed:
+        raise _unreachable(path, failed, brokerd_uid=brokerd_uid, timeout=timeout) from None
     try:
         answer_id, answer = decode_admin_answer(answer_body)
     except DecodeError as exc:
@@ -133,6 +85,33 @@ def request(path: Path, body: AdminRequestBody, *, brokerd_uid: int,
     if answer_id not in (request_id, None):
         raise _maybe_acted(path, "answered another request")
     return answer
+
+
+def _unreachable(path: Path, failed: ExchangeFailed, *, brokerd_uid: int,
+                 timeout: float) -> DaemonUnreachable:
+    error = failed.error
+    step = failed.step
+    if step == "connect":
+        if isinstance(error, FileNotFoundError):
+            return _not_sent(path, "no such socket; is brokerd running?")
+        if isinstance(error, ConnectionRefusedError):
+            return _not_sent(path, "connection refused; brokerd is not running")
+        if isinstance(error, TimeoutError):
+            return _not_sent(path, f"no connection within {timeout:g} s")
+        strerror = error.strerror if isinstance(error, OSError) else None
+        return _not_sent(path, strerror or type(error).__name__)
+    if step == "wrong_server":
+        return _not_sent(
+            path, f"the socket is served by uid {failed.server_uid}, not by brokerd's uid "
+            f"{brokerd_uid}; refusing to talk to it")
+    if step in ("send", "receive"):
+        strerror = error.strerror if isinstance(error, OSError) else None
+        return _maybe_acted(path, f"broke the connection ({strerror})")
+    if step == "bad_frame":
+        return _maybe_acted(path, "sent a frame that does not decode")
+    if step == "timeout":
+        return _maybe_acted(path, f"did not answer within {timeout:g} s")
+    return _maybe_acted(path, "closed the connection without an answer")
 
 
 async def request_async(path: Path, body: AdminRequestBody, *, brokerd_uid: int,

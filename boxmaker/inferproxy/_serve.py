@@ -156,8 +156,8 @@ def remove_bound_socket(listener: Listener) -> None:
 async def _handle(stream: trio.SocketStream, settings: ProxySettings) -> None:
     try:
         await handle_connection(stream, settings)
-    except Exception:
-        log.exception("a connection failed; inferproxy goes on serving")
+    except Exception:  # a bug on one connection's path: logged whole, contained to it
+        log.exception("infer.sock: a connection failed (contained; inferproxy goes on serving)")
 
 
 async def serve(settings: ProxySettings, sock: socket.socket, *,

@@ -1,6 +1,8 @@
 """loopd's daemon: loop.sock, the busy guard, slots, readiness (06-loopd, 02-wire).
 
-Each connection is a task in a nursery and carries one request.  A `say`
+loop.sock is served by the connection shell (`boxmaker._framed_server`: the
+owner's uid, one request frame within 10 s, bad frames answered); each
+connection carries one request, handed to `LoopDaemon.answer`.  A `say`
 takes the busy guard (a second `say` gets `busy` at once), runs the turn with
 its events streamed as frames, releases the guard on every path, and only
 then sends the final `done` or `error` frame.  When bxctl goes away mid-turn
@@ -12,24 +14,23 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import attrs
 import trio
 
 from .. import __version__, _sd
-from .._error_table import ERROR_RUNBOOKS, bare, shown
+from .._error_table import bare, shown
 from .._errors import PeerError, UnavailableError
+from .._framed_server import MAX_FRAME, FramedServer, FramedSocket, Wording
 from .._http import InferenceError
 from .._http.client import LlamaClient
-from .._streams import receive_frame, send_frame
-from .._unix import accept_loop, bind_unix_listener, peer_credentials, served_by
+from .._streams import send_frame
+from .._unix import PeerCred, SocketSetupError, bind_unix_listener, peer_credentials, served_by
 from ..proto._convert import U64
-from ..proto._errors import DecodeError
 from ..proto._escape import escape_line
-from ..proto._framing import MAX_FRAME, FrameDecoder
-from ..proto._wire import BadVersion, error_answer, error_frame, peek_id
+from ..proto._wire import error_answer
 from ..proto._wire_loop import (
     BrokerLinkStatus,
     ConversationsRequest,
@@ -37,6 +38,7 @@ from ..proto._wire_loop import (
     History,
     HistoryRequest,
     InferenceStatus,
+    LoopRequest,
     LoopStatus,
     LoopStatusRequest,
     SayRequest,
@@ -53,8 +55,14 @@ from ._turn import CoreUnreadable, Turn, TurnSettings, TurnTimeout
 
 log = logging.getLogger("boxmaker.loopd")
 
-REQUEST_FRAME_LIMIT_S = 10.0
-
+LOOP_WORDING = Wording(
+    forbidden="this uid may not use loop.sock",
+    bad_header="the frame does not decode: {error}",
+    undecodable="the frame does not decode: {error}",
+    bad_version="v must be 1",
+    no_frame=None,
+)
+"""What the shell's error frames say on loop.sock (a silent peer is closed unanswered)."""
 
 class EventTooLarge(PeerError):
     """An event that would not fit in one frame; the turn fails (never a traceback)."""
@@ -184,42 +192,9 @@ class LoopDaemon:
 
     # -- connections -------------------------------------------------------------------
 
-    async def handle(self, conn: trio.socket.SocketType) -> None:
-        stream = trio.SocketStream(conn)
-        try:
-            async with stream:
-                await self._handle(stream, conn)
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-            log.info("loop.sock connection ended: %s", exc)
-        except Exception:
-            log.exception("loop.sock connection failed (contained to that connection)")
-
-    async def _handle(self, stream: trio.SocketStream, conn: trio.socket.SocketType) -> None:
-        peer = peer_credentials(conn)
-        if peer.uid not in self.config.owner_uids:
-            log.warning("loop.sock: refused uid %d (pid %d)", peer.uid, peer.pid)
-            await send_frame(stream, error_frame(None, "forbidden",
-                                                 "this uid may not use loop.sock",
-                                                 ERROR_RUNBOOKS["forbidden"]))
-            return
-        decoder = FrameDecoder()
-        with trio.move_on_after(REQUEST_FRAME_LIMIT_S) as scope:
-            try:
-                body = await receive_frame(stream, decoder)
-            except DecodeError as exc:
-                await self._bad_frame(stream, None, str(exc))
-                return
-        if scope.cancelled_caught or body is None:
-            return
-        try:
-            request = decode_loop_request(body)
-        except BadVersion as exc:
-            await send_frame(stream, error_frame(exc.id, "bad_version", "v must be 1",
-                                                 ERROR_RUNBOOKS["bad_version"]))
-            return
-        except DecodeError as exc:
-            await self._bad_frame(stream, peek_id(body), str(exc))
-            return
+    async def answer(self, stream: trio.SocketStream, peer: PeerCred,
+                     request: LoopRequest) -> None:
+        """One decoded loop.sock request (the shell checked the peer and the frame)."""
         request_body = request.body
         if isinstance(request_body, SayRequest):
             await self._say(stream, request.id, request_body)
@@ -231,13 +206,6 @@ class LoopDaemon:
             assert isinstance(request_body, ConversationsRequest)
             await send_frame(stream, encode_loop_frame(
                 request.id, conversation_summaries(self.store.list())))
-
-    async def _bad_frame(self, stream: trio.SocketStream, request_id: int | None,
-                         why: str) -> None:
-        log.warning("loop.sock: bad frame: %s", escape_line(why))
-        await send_frame(stream, error_frame(request_id, "bad_frame",
-                                             f"the frame does not decode: {why}",
-                                             ERROR_RUNBOOKS["bad_frame"]))
 
     async def _history(self, stream: trio.SocketStream, request_id: int,
                        conversation: str) -> None:
@@ -321,12 +289,6 @@ class LoopDaemon:
         return done
 
 
-async def _accept(listener: trio.socket.SocketType,
-                  handle: Callable[[trio.socket.SocketType], Awaitable[None]],
-                  nursery: trio.Nursery) -> None:
-    await accept_loop(listener, handle, nursery, name="loop.sock")
-
-
 async def serve(
     config: LoopdConfig,
     *,
@@ -347,14 +309,16 @@ async def serve(
         try:
             listener = bind_unix_listener(config.socket, shared_dir=shared, open_socket=shared,
                                           own_uid=own)
-        except Exception as exc:
+        except SocketSetupError as exc:
             raise StartFailed(shown(f"loopd: {exc}", StartFailed, joiner=" ")) from exc
     listener.setblocking(False)
     trio_listener = trio.socket.from_stdlib_socket(listener)
     with trio_listener:
         await daemon.start_checks()
+        framed = FramedSocket(name="loop.sock", allowed_uids=frozenset(config.owner_uids),
+                              decode=decode_loop_request, handle=daemon.answer,
+                              wording=LOOP_WORDING)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_accept, trio_listener, daemon.handle, nursery)
+            await nursery.start(FramedServer().serve, trio_listener, framed)
             _sd.notify("READY=1")
             task_status.started()
-            await trio.sleep_forever()

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from boxmaker import _brokerd_config
 from boxmaker._brokerd_config import compute_protected, load_config
-from boxmaker.brokerd import _serve as brokerd_serve
+from boxmaker.brokerd import _startup as brokerd_startup
 from boxmaker.bxctl import _grants_cmd
 from boxmaker.bxctl._cli import cli
 from boxmaker.bxctl._grants_cmd import brokerd_protected_paths
@@ -86,7 +86,7 @@ def test_explain_refuses_the_home_the_code_and_podmans_files(config: Path, path:
 
 def test_bxctl_and_brokerd_share_one_loader_and_one_function() -> None:
     """No second reader of brokerd.toml: both take the very same functions."""
-    assert brokerd_serve.compute_protected is _brokerd_config.compute_protected
+    assert brokerd_startup.compute_protected is _brokerd_config.compute_protected
     assert _grants_cmd.compute_protected is _brokerd_config.compute_protected
     assert _grants_cmd.load_config is _brokerd_config.load_config
 

@@ -1,0 +1,212 @@
+"""loopd's daemon (boxmaker/loopd/_serve.py) served in-process over a real loop.sock,
+against the scripted fake llama-server on a real Unix socket: readiness after the
+self-test, status, a turn streamed as frames, the busy guard, bxctl going away,
+loop.sock's own wording of bad frames and refusals (06-loopd, 02-wire)."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from collections.abc import AsyncIterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from boxmaker._streams import receive_frame, send_frame
+from boxmaker.loopd._config import LoopdConfig, load_config
+from boxmaker.loopd._serve import StartFailed, serve
+from boxmaker.proto._framing import FrameDecoder
+from tests.fakes.llama_server import FakeLlamaServer
+
+UID = os.getuid()
+PROPS = {"total_slots": 4, "n_ctx": 262144, "supports_tool_calls": True}
+
+
+def text_turn(words: str, *, pause_s: float = 0) -> dict[str, Any]:
+    steps: list[dict[str, Any]] = [{"role": "assistant"}]
+    if pause_s:
+        steps.append({"sleep_s": pause_s})
+    steps += [{"text": words}, {"finish": "stop"}, {"usage": True}]
+    return {"steps": steps}
+
+
+def say(rid: int, text: str = "hi", conversation: str = "c1") -> dict[str, Any]:
+    return {"v": 1, "id": rid, "say": {"conversation": conversation, "text": text}}
+
+
+class Client:
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self.decoder = FrameDecoder()
+
+    async def send(self, obj: dict[str, Any] | bytes) -> None:
+        await send_frame(self.stream, obj if isinstance(obj, bytes) else json.dumps(obj).encode())
+
+    async def receive(self) -> dict[str, Any] | None:
+        body = await receive_frame(self.stream, self.decoder)
+        return None if body is None else json.loads(body)
+
+    async def all(self) -> list[dict[str, Any]]:
+        out = []
+        with trio.fail_after(60):
+            while (frame := await self.receive()) is not None:
+                out.append(frame)
+        await self.stream.aclose()
+        return out
+
+
+class Loop:
+    def __init__(self, root: Path, fake: FakeLlamaServer, config: LoopdConfig) -> None:
+        self.root = root
+        self.fake = fake
+        self.config = config
+
+    async def connect(self) -> Client:
+        return Client(await trio.open_unix_socket(os.fspath(self.config.socket)))
+
+    async def ask(self, obj: dict[str, Any] | bytes) -> list[dict[str, Any]]:
+        client = await self.connect()
+        await client.send(obj)
+        return await client.all()
+
+
+def write_config(root: Path, *, owner_uids: tuple[int, ...] = (UID,)) -> LoopdConfig:
+    path = root / "loopd.toml"
+    path.write_text(
+        f'home = "{root / "home"}"\n'
+        f'socket = "{root / "run" / "loop.sock"}"\n'
+        f"owner_uids = [{', '.join(str(u) for u in owner_uids)}]\n"
+        "[inference]\n"
+        f'socket = "{root / "llama.sock"}"\n'
+        "[broker]\n"
+        f'socket = "{root / "no-brokerd" / "broker.sock"}"\n'
+        "[loop]\n"
+        'tools = ["echo"]\n'
+    )
+    return load_config(path)
+
+
+@pytest.fixture
+async def nursery() -> AsyncIterator[trio.Nursery]:
+    async with trio.open_nursery() as n:
+        yield n
+        n.cancel_scope.cancel()
+
+
+async def start_loop(nursery: trio.Nursery, root: Path, turns: list[dict[str, Any]], *,
+                     owner_uids: tuple[int, ...] = (UID,),
+                     props: dict[str, Any] | None = None) -> Loop:
+    fake = FakeLlamaServer({"props": props or PROPS, "turns": turns})
+    await nursery.start(partial(fake.serve, unix_socket=root / "llama.sock"))
+    config = write_config(root, owner_uids=owner_uids)
+    await nursery.start(partial(serve, config))
+    return Loop(root, fake, config)
+
+
+async def test_status_after_the_self_test(tmp_path: Path, nursery: trio.Nursery) -> None:
+    loop = await start_loop(nursery, tmp_path, [])
+    [frame] = await loop.ask({"v": 1, "id": 4, "status": {}})
+    status = frame["status"]
+    assert frame["id"] == 4 and status["busy"] is False
+    assert status["inference"]["ok"] is True and status["inference"]["slots"] == 4
+    assert status["broker"]["ok"] is False  # nothing listens on broker.sock here
+    assert "cannot be reached" in status["broker"]["reason"]
+
+
+async def test_a_turn_is_streamed_then_done(tmp_path: Path, nursery: trio.Nursery) -> None:
+    loop = await start_loop(nursery, tmp_path, [text_turn("hello there")])
+    frames = await loop.ask(say(7))
+    assert all(f["id"] == 7 for f in frames)
+    texts = "".join(f["event"]["text"]["delta"] for f in frames[:-1])
+    assert texts == "hello there"
+    assert frames[-1]["done"]["finish"] == "stop"
+    [summary] = (await loop.ask({"v": 1, "id": 8, "conversations": {}}))
+    assert [c["name"] for c in summary["conversations"]["items"]] == ["c1"]
+    [history] = await loop.ask({"v": 1, "id": 9, "history": {"conversation": "c1"}})
+    roles = [m["role"] for m in history["history"]["messages"]]
+    assert roles == ["user", "assistant"]
+
+
+async def test_a_second_say_is_busy_and_the_guard_is_released(
+        tmp_path: Path, nursery: trio.Nursery, autojump_clock: trio.testing.MockClock) -> None:
+    loop = await start_loop(nursery, tmp_path, [text_turn("slow", pause_s=5), text_turn("next")])
+    first = await loop.connect()
+    await first.send(say(1))
+    await trio.sleep(1)  # the first turn is waiting for its text
+    assert await loop.ask(say(2, conversation="c2")) == [{"id": 2, "error": {
+        "code": "busy", "message": "a turn is already running", "runbook": None}}]
+    frames = await first.all()
+    assert frames[-1]["done"]["finish"] == "stop"
+    frames = await loop.ask(say(3))
+    assert frames[-1]["done"]["finish"] == "stop"
+
+
+async def test_bxctl_going_away_cancels_the_turn(
+        tmp_path: Path, nursery: trio.Nursery, autojump_clock: trio.testing.MockClock) -> None:
+    loop = await start_loop(nursery, tmp_path, [text_turn("never read", pause_s=30),
+                                                text_turn("after")])
+    client = await loop.connect()
+    await client.send(say(1))
+    await trio.sleep(1)
+    await client.stream.aclose()
+    await trio.sleep(1)
+    [frame] = await loop.ask({"v": 1, "id": 2, "status": {}})
+    assert frame["status"]["busy"] is False
+    await trio.sleep(40)  # the fake notices at its next write, after its pause
+    assert loop.fake.stream_aborts == 1  # the inference stream was closed
+    frames = await loop.ask(say(3))
+    assert frames[-1]["done"]["finish"] == "stop"
+
+
+@pytest.mark.parametrize(("data", "reply"), [
+    (b"not json", {"id": None, "error": {"code": "bad_frame", "runbook":
+                                         "docs/runbook.md#bad-frame"}}),
+    (b'{"v":1,"id":5,"status":{"x":1}}', {"id": 5, "error": {
+        "code": "bad_frame", "runbook": "docs/runbook.md#bad-frame"}}),
+    (b'{"v":2,"id":6,"status":{}}', {"id": 6, "error": {
+        "code": "bad_version", "message": "v must be 1", "runbook": "docs/runbook.md#bad-frame"}}),
+])
+async def test_bad_frames_in_loop_socks_words(tmp_path: Path, nursery: trio.Nursery,
+                                              data: bytes, reply: dict[str, Any]) -> None:
+    loop = await start_loop(nursery, tmp_path, [])
+    [frame] = await loop.ask(data)
+    message = frame["error"].pop("message")
+    if "message" in reply["error"]:
+        assert message == reply["error"].pop("message")
+    else:
+        assert message.startswith("the frame does not decode: ")
+    assert frame == reply
+
+
+async def test_a_bad_header_and_a_silent_peer(tmp_path: Path, nursery: trio.Nursery,
+                                              autojump_clock: trio.testing.MockClock) -> None:
+    loop = await start_loop(nursery, tmp_path, [])
+    client = await loop.connect()
+    await client.stream.send_all(struct.pack(">I", 9 * 1024 * 1024))
+    [frame] = await client.all()
+    assert frame["id"] is None and frame["error"]["code"] == "bad_frame"
+    assert frame["error"]["message"].startswith("the frame does not decode: frame length")
+    silent = await loop.connect()
+    before = trio.current_time()
+    assert await silent.all() == []  # loop.sock closes a silent peer without an answer
+    assert trio.current_time() - before == pytest.approx(10, abs=0.01)
+
+
+async def test_another_uid_is_forbidden(tmp_path: Path, nursery: trio.Nursery) -> None:
+    loop = await start_loop(nursery, tmp_path, [], owner_uids=(UID + 4242,))
+    assert await loop.ask({"v": 1, "id": 1, "status": {}}) == [{"id": None, "error": {
+        "code": "forbidden", "message": "this uid may not use loop.sock",
+        "runbook": "docs/runbook.md#forbidden-peer"}}]
+
+
+async def test_a_socket_path_it_refuses_fails_the_start(tmp_path: Path) -> None:
+    (tmp_path / "run").mkdir(mode=0o777)
+    os.chmod(tmp_path / "run", 0o777)
+    config = write_config(tmp_path)
+    with pytest.raises(StartFailed, match=r"writable by group or others.*loopd-start-failed"):
+        await serve(config)
