@@ -120,7 +120,7 @@ def _mutations() -> st.SearchStrategy[dict[str, Any]]:
     return st.fixed_dictionaries(
         {},
         optional={key: json_value for key in keys} | {"extra": json_value},
-    ).flatmap(lambda changes: st.just(changes)).map(
+    ).map(
         lambda changes: {**GOOD, **changes})
 
 
