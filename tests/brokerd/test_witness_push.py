@@ -94,7 +94,7 @@ async def test_a_fork_is_refused_and_named(tmp_path: Path) -> None:
             other = checkpointer(tmp_path / "two")  # another history, same key
             await _grow(other, 10, "b")
             assert other.latest is not None
-            with pytest.raises(PushFailed, match="consistency proof|fork|409|422"):
+            with pytest.raises(PushFailed, match=r"consistency proof|fork|409|422"):
                 await pusher(tmp_path / "two", other, port).push(other.latest)
             shorter = checkpointer(tmp_path / "three")
             await _grow(shorter, 3, "a")
