@@ -82,7 +82,7 @@ def test_a_cut_log_is_truncated(tmp_path: Path) -> None:
 def test_no_key_means_no_verdict_but_a_reason(tmp_path: Path) -> None:
     home = make_home(tmp_path)
     (home / PUB_NAME).unlink()
-    report, finding, _ = check(home / "audit", home=home, explicit_dir=False,
+    _, finding, _ = check(home / "audit", home=home, explicit_dir=False,
                                witness_key=WITNESS.verifier, witness_url=None,
                                expect_head=None)
     assert finding.verdict == "no_checkpoint" and "the log's key is unknown" in finding.detail
