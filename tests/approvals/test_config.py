@@ -66,7 +66,7 @@ def test_refusals(tmp_path: Path, raw: ApprovalsFile, why: str) -> None:
 def test_errors_from_a_file_name_it(tmp_path: Path) -> None:
     path = tmp_path / "approvals.toml"
     path.write_text('origin = "ftp://x"\n')
-    with pytest.raises(ConfigError, match="approvals.toml"):
+    with pytest.raises(ConfigError, match=r"approvals\.toml"):
         load_config(path)
     with pytest.raises(ConfigError):
         load_config(tmp_path / "absent.toml")
