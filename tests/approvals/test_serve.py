@@ -1,0 +1,82 @@
+"""The approval page under hypercorn (boxmaker/approvals/_serve.py): really served
+over TCP, plain for http://localhost, with the local CA's certificate for an
+https origin, the owner's certificate when named."""
+
+from __future__ import annotations
+
+import ssl
+from pathlib import Path
+
+import attrs
+import h11
+import trio
+
+from boxmaker.approvals._config import ApprovalsFile, PageConfig, resolve
+from boxmaker.approvals._serve import Served, serve
+from boxmaker.approvals._tls import ensure_local_ca
+
+
+def config(tmp_path: Path, **fields: str) -> PageConfig:
+    return resolve(ApprovalsFile(home=str(tmp_path), listen="127.0.0.1:0",
+                                 admin_socket=str(tmp_path / "admin.sock"), **fields), None)
+
+
+async def _get(port: int, host_header: str, context: ssl.SSLContext | None,
+               server_name: str) -> tuple[int, dict[bytes, bytes]]:
+    stream: trio.abc.Stream = await trio.open_tcp_stream("127.0.0.1", port)
+    if context is not None:
+        stream = trio.SSLStream(stream, context, server_hostname=server_name)
+    conn = h11.Connection(h11.CLIENT)
+    await stream.send_all(conn.send(h11.Request(method="GET", target="/",
+                                                headers=[("host", host_header)])))
+    await stream.send_all(conn.send(h11.EndOfMessage()))
+    while True:
+        event = conn.next_event()
+        if event is h11.NEED_DATA:
+            conn.receive_data(await stream.receive_some(65536))
+            continue
+        assert isinstance(event, h11.Response)
+        await trio.aclose_forcefully(stream)
+        return event.status_code, dict(event.headers)
+
+
+def _port(served: Served) -> int:
+    return int(served.binds[0].rsplit(":", 1)[1])
+
+
+async def test_plain_http_for_localhost(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            served: Served = await nursery.start(serve, config(tmp_path))
+            assert served.url == "http://localhost:8443/" and served.ca_cert is None
+            status, headers = await _get(_port(served), "localhost:8443", None, "")
+            assert status == 200
+            assert b"content-security-policy" in headers and b"server" not in headers
+            nursery.cancel_scope.cancel()
+
+
+async def test_https_with_the_local_ca(tmp_path: Path) -> None:
+    page = config(tmp_path, origin="https://box.example:8443")
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            served: Served = await nursery.start(serve, page)
+            assert served.ca_cert == tmp_path / "approvals" / "ca.pem"
+            context = ssl.create_default_context(cafile=str(served.ca_cert))
+            status, _ = await _get(_port(served), "box.example:8443", context, "box.example")
+            assert status == 200
+            nursery.cancel_scope.cancel()
+
+
+async def test_https_with_the_owners_certificate(tmp_path: Path) -> None:
+    owners = ensure_local_ca(tmp_path / "owners", "box.example")  # stands for tailscale's
+    page = attrs.evolve(config(tmp_path, origin="https://box.example:8443"),
+                        tls_cert=owners.cert, tls_key=owners.key)
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            served: Served = await nursery.start(serve, page)
+            assert served.ca_cert is None
+            assert not (tmp_path / "approvals").exists()  # no local CA made
+            context = ssl.create_default_context(cafile=str(owners.ca_cert))
+            status, _ = await _get(_port(served), "box.example:8443", context, "box.example")
+            assert status == 200
+            nursery.cancel_scope.cancel()

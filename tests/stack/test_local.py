@@ -1,0 +1,110 @@
+"""The embedded local model (boxmaker/stack/_local.py): where it lives, when it
+is ready, the llama-server argv, and waiting for health against a real HTTP
+server that answers 503 while it loads."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from boxmaker._http11 import HttpRequest, HttpResponse, serve_tcp
+from boxmaker.stack._fetch_model import cache_root
+from boxmaker.stack._local import (
+    CONTEXT,
+    N_CTX_PER_SLOT,
+    SLOTS,
+    LocalModel,
+    build_script,
+    free_port,
+    wait_healthy,
+)
+from boxmaker.stack._models import DEFAULT_MODEL, MODELS, TEMPLATE_NAME
+
+
+def test_the_cache_layout(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("BOXMAKER_CACHE", str(tmp_path))
+    local = LocalModel.in_cache()
+    assert cache_root() == tmp_path / "llama"
+    assert local.server == tmp_path / "llama" / "bin" / "llama-server"
+    assert local.model == tmp_path / "llama" / "models" / DEFAULT_MODEL.file
+    assert local.template == tmp_path / "llama" / "templates" / TEMPLATE_NAME
+
+
+def test_ready_only_with_server_template_and_the_stamped_model(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("BOXMAKER_CACHE", str(tmp_path))
+    local = LocalModel.in_cache()
+    assert not local.ready
+    for path in (local.server, local.template, local.model):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x")
+    assert not local.ready  # no stamp: the model is not known to be the pinned one
+    stamp = local.model.with_name(f".{local.model.name}.source")
+    stamp.write_text("something else\n")
+    assert not local.ready
+    stamp.write_text(DEFAULT_MODEL.stamp + "\n")
+    assert local.ready
+
+
+def test_argv_matches_loopds_self_test_and_the_models_flags(tmp_path: Path) -> None:
+    for spec in MODELS.values():
+        local = LocalModel(spec=spec, server=tmp_path / "s", model=tmp_path / "m",
+                           template=tmp_path / "t")
+        argv = local.argv(8081, tmp_path / "slots", threads=3)
+        assert argv[0] == str(tmp_path / "s")
+        pairs = dict(zip(argv[1::2], argv[2::2], strict=False))
+        assert argv[argv.index("--host") + 1] == "127.0.0.1"  # loopback only
+        assert argv[argv.index("--port") + 1] == "8081"
+        assert argv[argv.index("-c") + 1] == str(CONTEXT)
+        assert argv[argv.index("-np") + 1] == str(SLOTS) and CONTEXT // SLOTS == N_CTX_PER_SLOT
+        assert argv[argv.index("-t") + 1] == "3"
+        assert argv[argv.index("--chat-template-file") + 1] == str(tmp_path / "t")
+        assert argv[argv.index("--slot-save-path") + 1] == str(tmp_path / "slots")
+        assert "--jinja" in argv and pairs["-m"] == str(tmp_path / "m")
+        for flag in spec.server_flags:
+            assert flag in argv
+
+
+def test_free_port_is_bindable() -> None:
+    port = free_port()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", port))
+
+
+def test_the_build_script_of_this_checkout() -> None:
+    script = build_script()
+    assert script is not None and script.name == "get-llama-server" and script.is_file()
+
+
+@pytest.fixture
+def patient_clock() -> trio.testing.MockClock:
+    """Jumps over the 0.2 s polls, but only once real I/O has been idle for 0.1 s
+    (the autojump clock would also jump while a real socket is being answered)."""
+    return trio.testing.MockClock(autojump_threshold=0.1)
+
+
+async def test_wait_healthy_waits_through_loading(patient_clock: trio.abc.Clock) -> None:
+    answers = 0
+
+    async def health(request: HttpRequest) -> HttpResponse:
+        nonlocal answers
+        answers += 1
+        if answers < 4:
+            body = {"error": {"code": 503, "message": "Loading model",
+                              "type": "unavailable_error"}}
+            return HttpResponse(status=503, body=json.dumps(body).encode(),
+                                content_type="application/json")
+        return HttpResponse(status=200, body=b'{"status":"ok"}',
+                            content_type="application/json")
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            listeners = await nursery.start(serve_tcp, health, "127.0.0.1", 0)
+            await wait_healthy(listeners[0].socket.getsockname()[1])
+            nursery.cancel_scope.cancel()
+    assert answers >= 4  # three 'Loading model', then ok
