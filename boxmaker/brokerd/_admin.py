@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Literal
 
 import trio
 
@@ -51,7 +50,7 @@ from ._approvals import PendingApproval
 from ._audit_writer import AuditUnavailable
 from ._broker import bad_frame_answer, linger_close, read_request
 from ._context import Daemon
-from ._ledger import NoSuchApproval, NoSuchSession, NotLower, Ruling
+from ._ledger import NoSuchApproval, NoSuchSession, NotLower
 
 log = logging.getLogger("brokerd")
 
@@ -177,24 +176,18 @@ async def _answer(body: ApproveRequest | RefuseRequest, peer: PeerCred,
             await daemon.ledger.record(leading)
         except AuditUnavailable as exc:
             return error_answer("audit_unavailable", str(exc))
-    protected = daemon.config.protected
     passkey = None
     if isinstance(body, ApproveRequest):
         gate = await approval_passkey(body, peer, daemon)
         if isinstance(gate, ErrorAnswer):
             return gate
         passkey = gate
-
-    def redecide(entry: PendingApproval, taint: Taint) -> Ruling:
-        return daemon.link.redecide(entry.ask, taint, daemon.watcher.state, protected)
-
-    verdict: Literal["approved", "refused"] = (
-        "approved" if isinstance(body, ApproveRequest) else "refused"
-    )
-    reason = body.reason if isinstance(body, RefuseRequest) else None
+    refuse = isinstance(body, RefuseRequest)
+    verdict = "refused" if refuse else "approved"
     try:
-        await daemon.ledger.answer(body.approval_id, verdict=verdict, by=peer.uid,
-                                   reason=reason, redecide=redecide, passkey=passkey)
+        await daemon.ledger.answer(
+            body.approval_id, daemon.watcher.state, by=peer.uid, refuse=refuse,
+            refused=body.reason if isinstance(body, RefuseRequest) else None, passkey=passkey)
     except NoSuchApproval:
         return _no_such_approval(body.approval_id)
     except AuditUnavailable as exc:

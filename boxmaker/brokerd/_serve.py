@@ -255,9 +255,6 @@ async def _serve_with_log(
     if report.rewritten:
         log.info("state files rewritten from the audit log: %s", ", ".join(report.rewritten))
     warnings += _damaged_state_warnings(config, startup.head_seq, set(startup.taints))
-    ledger = Ledger(writer=writer, sessions_dir=config.sessions_dir, taints=startup.taints,
-                    known_sessions=startup.known_sessions, state_fsync=config.fsync,
-                    state_in_thread=state_in_thread)
     watcher = GrantsWatcher(config.grants)
     grants, _ = watcher.refresh()
     if not grants.ok:
@@ -303,10 +300,14 @@ async def _serve_with_log(
                    "trusted: enrol again (bxctl passkey add). See docs/runbook.md#passkey-required")
         log.warning("%s", dropped)
         warnings.append(dropped)
+    link = PolicyLink.of(protected.spellings)
+    ledger = Ledger(writer=writer, sessions_dir=config.sessions_dir, taints=startup.taints,
+                    link=link, known_sessions=startup.known_sessions, state_fsync=config.fsync,
+                    state_in_thread=state_in_thread, ttl_ms=config.ttl_ms)
     run_queue = RunQueue(max_concurrent=config.max_concurrent, max_queued=config.max_queued,
                          timeout_s=config.queue_timeout_ms / 1000)
     daemon = Daemon(config=config, ledger=ledger, watcher=watcher, runtime=runtime,
-                    link=PolicyLink.of(protected.spellings), version=__version__,
+                    link=link, version=__version__,
                     warnings=warnings, passkeys=passkeys, checkpoints=checkpoints,
                     run_queue=run_queue)
     try:
