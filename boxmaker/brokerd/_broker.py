@@ -45,7 +45,6 @@ from ..proto._wire_broker import (
 from ._approvals import PendingApproval
 from ._audit_writer import AuditUnavailable
 from ._context import REQUEST_FRAME_SECONDS, Daemon
-from ._ledger import args_size, omitted_args
 from ._lifecycle import (
     Allow,
     AnswerDenied,
@@ -53,11 +52,10 @@ from ._lifecycle import (
     AnswerPending,
     AnswerResult,
     CallLifecycle,
-    CallRequest,
-    Deny,
     Reply,
     Run,
     Started,
+    bounded_request,
 )
 from .runner._queue import RunnerBusy, RunQueue
 from .runner._spec import RunStatus
@@ -159,17 +157,10 @@ async def _handle_call(stream: trio.abc.Stream, peer: PeerCred, daemon: Daemon,
     call = request.call
     rid = request.id
     grants, leading = daemon.refresh_grants()
-    size, canonical_args = args_size(call.args)
-    limit = daemon.config.max_args_bytes
-    omitted = omitted_args(canonical_args) if size > limit else None
-    del canonical_args
-    too_long = None if omitted is None else Deny(
-        code="bad_args", reason=f"the arguments are {size} bytes; at most {limit} are allowed "
-                                "([policy] max_args_bytes)")
-    opened = await daemon.ledger.decide(
-        CallRequest(session=call.session, tool=call.tool, args=call.args, peer_uid=peer.uid,
-                    peer_pid=peer.pid, omitted=omitted),
-        grants, leading=leading, verdict=too_long)
+    request_of, too_long = bounded_request(
+        call.session, call.tool, call.args, peer_uid=peer.uid, peer_pid=peer.pid,
+        max_args_bytes=daemon.config.max_args_bytes)
+    opened = await daemon.ledger.decide(request_of, grants, leading=leading, verdict=too_long)
     reply: Reply | None = opened.reply
     if isinstance(reply, AnswerPending) and opened.approval is not None:
         reply = await _wait_for_owner(stream, rid, daemon, reply, opened.approval)

@@ -26,7 +26,6 @@ be drawn again only 2 x ttl later.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import secrets
 import time
@@ -38,10 +37,10 @@ import attrs
 import trio
 
 from ..policy._model import GrantState
-from ..proto._audit import Declassify, Event, OmittedArgs, Record
+from ..proto._audit import Declassify, Event, Record
 from ..proto._audit_passkey import ApprovalAttempt, PasskeyUse
 from ..proto._convert import U64
-from ..proto._json import canonical, dumps_bytes
+from ..proto._json import canonical
 from ..proto._taint import FAIL_CLOSED, NEW_SESSION, Taint
 from ..proto._wire import ts_from_unix
 from ..proto._wire_passkey import approval_challenge
@@ -114,16 +113,6 @@ class _Session:
     durable: tuple[Taint, int] | None
     """The newest taint whose record is on disk (what the state file may say)."""
     problem: str | None = None
-
-
-def args_size(args: dict[str, Any]) -> tuple[int, bytes]:
-    """The UTF-8 length of the canonical arguments, and those bytes."""
-    data = dumps_bytes(canonical(args))
-    return len(data), data
-
-
-def omitted_args(data: bytes) -> OmittedArgs:
-    return OmittedArgs(bytes=U64(len(data)), sha256=hashlib.sha256(data).hexdigest())
 
 
 @attrs.frozen

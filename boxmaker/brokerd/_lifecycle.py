@@ -53,7 +53,7 @@ from ..proto._audit import (
 )
 from ..proto._audit_passkey import PasskeyUse
 from ..proto._convert import U64, JsonObject
-from ..proto._json import dumps_bytes
+from ..proto._json import canonical, dumps_bytes
 from ..proto._taint import Label, Taint
 from ..proto._wire import DenialCode
 from ..proto._wire_broker import ResultStatus as RanStatus
@@ -173,6 +173,25 @@ class CallRequest:
     peer_pid: int
     omitted: OmittedArgs | None = None
     """The arguments are too long to record: the `call` record carries `{}` and these."""
+
+
+def bounded_request(session: str, tool: str, args: dict[str, Any], *, peer_uid: int,
+                    peer_pid: int, max_args_bytes: int) -> tuple[CallRequest, Deny | None]:
+    """The call as recorded, and brokerd's own denial when its arguments are too long.
+
+    Arguments longer than `max_args_bytes` (canonical UTF-8) are not recorded:
+    the `call` record carries `{}` with their size and hash, and the call is
+    denied `bad_args` before the policy sees it.
+    """
+    data = dumps_bytes(canonical(args))
+    omitted = None
+    too_long = None
+    if len(data) > max_args_bytes:
+        omitted = OmittedArgs(bytes=U64(len(data)), sha256=hashlib.sha256(data).hexdigest())
+        too_long = Deny(code="bad_args", reason=f"the arguments are {len(data)} bytes; at most "
+                        f"{max_args_bytes} are allowed ([policy] max_args_bytes)")
+    return CallRequest(session=session, tool=tool, args=args, peer_uid=peer_uid,
+                       peer_pid=peer_pid, omitted=omitted), too_long
 
 
 @attrs.frozen(kw_only=True)
