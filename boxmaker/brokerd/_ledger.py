@@ -115,7 +115,7 @@ class _Session:
     problem: str | None = None
 
 
-@attrs.frozen
+@attrs.define
 class _Commit:
     call: CallLifecycle
     step: Step
@@ -224,7 +224,10 @@ class Ledger:
         """
         events = [*leading, *(r for c in commits for r in c.step.records)]
         try:
-            with trio.CancelScope(shield=shield):
+            if shield:
+                with trio.CancelScope(shield=True):
+                    await self.writer.append(events)
+            else:
                 await self.writer.append(events)
         except AuditUnavailable as exc:
             failed = [c.call.feed(AuditFailed(message=str(exc))) for c in commits]

@@ -60,6 +60,8 @@ from ..proto._wire_broker import ResultStatus as RanStatus
 
 
 class CallState(enum.Enum):
+    __hash__ = object.__hash__  # members are singletons: identity (C) hashing, not Enum's
+
     RECEIVED = "received"
     DECIDED = "decided"
     """Allowed at its decision; waits for a run slot."""
@@ -223,8 +225,7 @@ class Decided:
 
     @property
     def kind(self) -> str:
-        return {Allow: "decided_allow", AskOwner: "decided_ask"}.get(type(self.verdict),
-                                                                   "decided_deny")
+        return _DECIDED_KINDS[type(self.verdict)]
 
 
 @attrs.frozen(kw_only=True)
@@ -293,6 +294,9 @@ class AuditFailed:
     message: str
     kind: ClassVar[str] = "audit_failed"
 
+
+_DECIDED_KINDS: Final[Mapping[type, str]] = {Allow: "decided_allow", AskOwner: "decided_ask",
+                                            Deny: "decided_deny"}
 
 CallEvent = (Decided | Approved | Refused | Expired | RequesterGone | Started | NotRun | Settled
              | AuditFailed)
@@ -363,20 +367,17 @@ class SetTaint:
     taint: Taint
 
 
-Effect = Reply | HoldApproval | ReleaseApproval | SetTaint
+Effect = HoldApproval | ReleaseApproval | SetTaint
+"""What the ledger carries out once the step's records are durable."""
 
 
 @attrs.frozen
 class Step:
     records: tuple[Event, ...] = ()
+    """The audit records to append (in this order, consecutive)."""
     effects: tuple[Effect, ...] = ()
-
-    @property
-    def reply(self) -> Reply | None:
-        """The requester's part of the effects (at most one)."""
-        replies = [e for e in self.effects if isinstance(e, (AnswerPending, Run, AnswerDenied,
-                                                             AnswerError, AnswerResult))]
-        return replies[0] if replies else None
+    reply: Reply | None = None
+    """The requester's part: what it is told, or that its call runs."""
 
 
 # -- the table
@@ -452,10 +453,11 @@ class CallLifecycle:
     def _decided(self, event: Decided) -> Step:
         request, verdict = self.request, event.verdict
         self.verdict = verdict
-        effects: tuple[Effect, ...]
+        effects: tuple[Effect, ...] = ()
+        reply: Reply
         outcome: OutcomeAllowed | OutcomeAsk | OutcomeDenied
         if isinstance(verdict, Allow):
-            outcome, effects = OutcomeAllowed(), (Run(allow=verdict),)
+            outcome, reply = OutcomeAllowed(), Run(allow=verdict)
         elif isinstance(verdict, AskOwner):
             ticket = event.ticket
             if ticket is None:
@@ -463,13 +465,12 @@ class CallLifecycle:
             self.ticket = ticket
             outcome = OutcomeAsk(approval_id=U64(ticket.approval_id),
                                  expires_at=ticket.expires_at)
-            effects = (HoldApproval(ticket=ticket),
-                       AnswerPending(approval_id=ticket.approval_id,
-                                     expires_at=ticket.expires_at, grant=verdict.grant))
+            effects = (HoldApproval(ticket=ticket),)
+            reply = AnswerPending(approval_id=ticket.approval_id, expires_at=ticket.expires_at,
+                                  grant=verdict.grant)
         else:
             outcome = OutcomeDenied(code=verdict.code, reason=bound_reason(verdict.reason))
-            effects = (AnswerDenied(code=verdict.code, reason=verdict.reason,
-                                    grant=verdict.grant),)
+            reply = AnswerDenied(code=verdict.code, reason=verdict.reason, grant=verdict.grant)
         call = BoundedCall(
             session=request.session, tool=request.tool,
             args=JsonObject({} if request.omitted is not None else request.args),
@@ -477,7 +478,7 @@ class CallLifecycle:
             omitted=request.omitted)
         decision = DecisionRecord(call=U64(self.call_id), outcome=outcome, grant=verdict.grant,
                                   state=event.taint, grants_digest=event.grants_digest)
-        return Step(records=(call, decision), effects=effects)
+        return Step(records=(call, decision), effects=effects, reply=reply)
 
     def _answered(self, verdict: Literal["approved", "refused", "expired", "requester_gone"],
                   *, by: int | None, reason: str | None, redecision: Redecision | None,
@@ -486,8 +487,8 @@ class CallLifecycle:
         record = ApprovalRecord(call=U64(self.call_id), approval_id=U64(ticket.approval_id),
                                 verdict=verdict, by=None if by is None else U64(by),
                                 reason=reason, redecision=redecision, passkey=passkey)
-        return Step(records=(record,), effects=(
-            ReleaseApproval(approval_id=ticket.approval_id, hold_s=2 * ticket.ttl_s), reply))
+        release = ReleaseApproval(approval_id=ticket.approval_id, hold_s=2 * ticket.ttl_s)
+        return Step(records=(record,), effects=(release,), reply=reply)
 
     def _approved(self, event: Approved) -> Step:
         again = event.redecision
@@ -547,10 +548,10 @@ class CallLifecycle:
                                  untrusted=allow.untrusted)
         else:  # pragma: no cover - RAN and the two above are every status
             raise CallProtocolError(f"call {self.call_id}: no result status {status}")
-        effects: tuple[Effect, ...] = (reply,)
+        effects: tuple[Effect, ...] = ()
         if after != taint:
-            effects = (SetTaint(session=self.request.session, taint=after), reply)
-        return Step(records=(record,), effects=effects)
+            effects = (SetTaint(session=self.request.session, taint=after),)
+        return Step(records=(record,), effects=effects, reply=reply)
 
     def _not_run(self, event: NotRun) -> Step:
         return self._result("runner_unavailable", None, event.reason, event.taint)
@@ -559,7 +560,7 @@ class CallLifecycle:
         return self._result(event.status, event.output, event.message, event.taint)
 
     def _audit_failed(self, event: AuditFailed) -> Step:
-        return Step(effects=(AnswerError(code="audit_unavailable", message=event.message),))
+        return Step(reply=AnswerError(code="audit_unavailable", message=event.message))
 
     def _ticket(self) -> Ticket:
         if self.ticket is None:  # pragma: no cover - the table allows this only from PENDING

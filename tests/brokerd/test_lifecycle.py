@@ -85,7 +85,7 @@ def test_decided_allow_records_call_and_decision_then_runs() -> None:
     decision = step.records[1]
     assert isinstance(decision, DecisionRecord) and decision.call == 5
     assert decision.grant == "echo-allow" and decision.state == NEW_SESSION
-    assert step.effects == (Run(allow=allow()),)
+    assert step.effects == () and step.reply == Run(allow=allow())
 
 
 def test_decided_ask_holds_the_approval_and_answers_pending() -> None:
@@ -126,9 +126,9 @@ def test_an_approval_whose_redecision_denies_names_the_asked_grant() -> None:
     assert isinstance(record, ApprovalRecord) and record.verdict == "approved"
     assert record.redecision is not None and record.redecision.outcome == OutcomeDenied(
         code="changed", reason="the grants changed")
-    assert step.effects == (ReleaseApproval(approval_id=123_456, hold_s=1200.0),
-                            AnswerDenied(code="changed", reason="the grants changed",
-                                         grant="echo-ask"))
+    assert step.effects == (ReleaseApproval(approval_id=123_456, hold_s=1200.0),)
+    assert step.reply == AnswerDenied(code="changed", reason="the grants changed",
+                                      grant="echo-ask")
     assert call.state is CallState.DENIED
 
 

@@ -89,9 +89,9 @@ class World:
         for effect in step.effects:
             if isinstance(effect, SetTaint):
                 self.taint = effect.taint
-            elif isinstance(effect, Run):
-                self.runs[call.call_id] = (effect, self.mode)
         reply = step.reply
+        if isinstance(reply, Run):
+            self.runs[call.call_id] = (reply, self.mode)
         if reply is not None:
             self.replies.setdefault(call.call_id, []).append(reply)
 
