@@ -209,3 +209,28 @@ async def test_a_session_seen_in_the_log_exists(tmp_path: Path) -> None:
     assert ledger.session_view("seen") == (NEW_SESSION, 0)
     assert ledger.session_view("never") is None
     await writer.aclose()
+
+
+def test_each_step_reads_and_feeds_synchronously_and_awaits_only_the_append() -> None:
+    """The "no await between reading the state and appending" rule, held by the
+    shape of the code: the `_..._now` halves are plain functions, and `_commit`
+    awaits nothing but the writer's append."""
+    import ast
+    import inspect
+
+    from boxmaker.brokerd import _ledger
+
+    tree = ast.parse(inspect.getsource(_ledger))
+    (ledger,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Ledger"]
+    methods = {f.name: f for f in ledger.body
+               if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    halves = [name for name in methods if name.endswith("_now")]
+    assert sorted(halves) == ["_answer_now", "_decide_now", "_settle_now"]
+    assert all(isinstance(methods[name], ast.FunctionDef) for name in halves)
+    awaited = [ast.unparse(n.value.func) for n in ast.walk(methods["_commit"])
+               if isinstance(n, ast.Await) and isinstance(n.value, ast.Call)]
+    assert awaited == ["self.writer.append", "self.writer.append"]  # shielded or not
+    for name in ("decide", "_settle", "answer"):
+        calls = [ast.unparse(n.value.func) for n in ast.walk(methods[name])
+                 if isinstance(n, ast.Await) and isinstance(n.value, ast.Call)]
+        assert set(calls) <= {"self._commit", "self.expire"}, (name, calls)
