@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 import attrs
 import trio
@@ -21,6 +21,7 @@ from ..policy._model import (
 from ..proto._audit import Event, GrantsChanged
 from ..proto._convert import U64
 from ..proto._wire import ts_from_unix
+from ._checkpoints_link import CheckpointsRuntime
 from ._config import BrokerdConfig
 from ._ledger import Ledger
 from ._passkeys import PasskeyRegistry
@@ -81,7 +82,7 @@ class Daemon:
     stopping: bool = False
     grants_unreadable: bool = False
     idle_scopes: set[trio.CancelScope] = attrs.field(factory=set)
-    checkpoints: Any = None
+    checkpoints: CheckpointsRuntime | None = None
     """The `CheckpointsRuntime` (10-checkpoints), or None in tests built without it."""
     passkey_changes: trio.Lock = attrs.field(factory=trio.Lock)
     """Held from an enrolment link's check to its record: one passkey change at a time."""
