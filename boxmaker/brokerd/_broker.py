@@ -166,7 +166,9 @@ async def _handle_call(stream: trio.abc.Stream, peer: PeerCred, daemon: Daemon,
         reply = await _wait_for_owner(stream, rid, daemon, reply, opened.approval)
     if isinstance(reply, Run):
         reply = await _run_and_settle(stream, daemon, opened.call, reply.allow, grants)
-    if reply is not None:
+        with trio.CancelScope(shield=True):  # what ran is answered, even when stopping
+            await send_answer(stream, rid, wire_answer(reply))
+    elif reply is not None:
         await send_answer(stream, rid, wire_answer(reply))
 
 
