@@ -35,12 +35,13 @@ import attrs
 import pytest
 import trio
 
-from tests.brokerd.test_serve import ask, echo_call, started
+from tests.brokerd.test_serve import ECHO_ASK, ask, connect, echo_call, started
 from tests.fakes.brokerd import Home
 
 ROLES: list[tuple[str, str, frozenset[str] | None]] = [
     ("shell", "boxmaker.brokerd._serve", None),
     ("broker", "boxmaker.brokerd._broker", None),
+    ("admin", "boxmaker.brokerd._admin", None),
     ("ledger", "boxmaker.brokerd._ledger", None),
     ("table", "boxmaker.brokerd._lifecycle", frozenset({"feed"})),
     ("writer", "boxmaker.brokerd._audit_writer", frozenset({"append"})),
@@ -156,6 +157,44 @@ async def test_one_allowed_call_visits_no_module_twice(home: Home) -> None:
         assert len(set(seen)) == len(seen), f"a role visited twice in one step: {shape}"
     assert broker.shape() == ("broker", [("ledger", ["table", "writer"]), "table",
                                          ("ledger", ["table", "writer"])]), shape
+
+
+async def test_an_approved_call_is_answered_in_one_admin_step(home: Home) -> None:
+    """The owner's approve: shell -> admin -> ledger -> (table, writer), and the
+    waiting call goes on in its own walk (table started, then its result)."""
+    (home.grants / "echo.toml").write_text(ECHO_ASK)
+    walks = Walks()
+    async with trio.open_nursery() as nursery:
+        handle = await started(nursery, home)
+        with trio.fail_after(30):
+            client = await connect(home.broker)
+            await client.send(echo_call(3))
+            pending = await client.receive()
+            assert pending is not None
+            approval_id = pending["pending"]["approval_id"]
+            sys.setprofile(walks.profile)
+            try:
+                ok = await ask(home.admin, {"v": 1, "id": 2, "approve": {
+                    "approval_id": approval_id}})
+                final = await client.receive()
+            finally:
+                sys.setprofile(None)
+            assert ok == [{"id": 2, "ok": {}}]
+            assert final is not None and final["result"]["status"] == "ok"
+            await client.stream.aclose()
+        handle.stop()
+    admin_walks = [r for r in walks.roots if contains(r, "admin")]
+    (walk,) = admin_walks
+    for path in paths(walk):
+        assert len(set(path)) == len(path), f"a role is re-entered on {path}: {walk.shape()}"
+    (admin,) = walk.children
+    assert admin.role == "admin"
+    # Before the connection shell (item 3), admin.sock reads its frame with the
+    # broker's `read_request`: a visit that the shell takes over.
+    steps = [c.shape() for c in admin.children if c.role != "broker"]
+    assert steps == [("ledger", ["table", "writer"])], walk.shape()
+    (waiter,) = [r for r in walks.roots if contains(r, "table") and not contains(r, "admin")]
+    assert waiter.shape() == ("shell", [("broker", ["table", ("ledger", ["table", "writer"])])])
 
 
 def test_a_callback_is_seen_as_a_second_visit() -> None:
