@@ -165,23 +165,21 @@ async def _handle_call(stream: trio.abc.Stream, peer: PeerCred, daemon: Daemon,
     if isinstance(reply, AnswerPending) and opened.approval is not None:
         reply = await _wait_for_owner(stream, rid, daemon, reply, opened.approval)
     if isinstance(reply, Run):
-        reply = await _run_and_settle(stream, daemon, opened.call, reply.allow, grants)
-        with trio.CancelScope(shield=True):  # what ran is answered, even when stopping
-            await send_answer(stream, rid, wire_answer(reply))
+        await _run_and_settle(stream, rid, daemon, opened.call, reply.allow, grants)
     elif reply is not None:
         await send_answer(stream, rid, wire_answer(reply))
 
 
 def wire_answer(reply: Reply) -> BrokerAnswer:
     """A final reply of the call table as the broker.sock answer."""
-    if isinstance(reply, AnswerDenied):
-        return denied(reply.code, reply.reason, reply.grant)
-    if isinstance(reply, AnswerError):
-        return error_answer(reply.code, reply.message)
     if isinstance(reply, AnswerResult):
         return Result(status=reply.status,
                       output=JsonObject(reply.output) if reply.output is not None else None,
                       label=reply.label, untrusted=reply.untrusted)
+    if isinstance(reply, AnswerDenied):
+        return denied(reply.code, reply.reason, reply.grant)
+    if isinstance(reply, AnswerError):
+        return error_answer(reply.code, reply.message)
     if isinstance(reply, AnswerPending):
         return Pending(approval_id=U64(reply.approval_id), expires_at=reply.expires_at,
                        grant=reply.grant)
@@ -276,9 +274,10 @@ def _fits(output: dict[str, Any] | None, limit: int) -> bool:
     return output is None or len(dumps_bytes(output)) <= limit
 
 
-async def _run_and_settle(stream: trio.abc.Stream, daemon: Daemon, call: CallLifecycle,
-                          allow: Allow, grants: GrantState | None = None) -> Reply:
-    """Run an allowed call in its turn, and record its result: the reply to send."""
+async def _run_and_settle(stream: trio.abc.Stream, rid: int, daemon: Daemon,
+                          call: CallLifecycle, allow: Allow,
+                          grants: GrantState | None = None) -> None:
+    """Run an allowed call in its turn, record its result, and answer it."""
     request = call.request
     spec = daemon.link.run_spec(call_id=call.call_id, session=request.session,
                                 tool=request.tool, args=request.args, allow=allow,
@@ -287,7 +286,8 @@ async def _run_and_settle(stream: trio.abc.Stream, daemon: Daemon, call: CallLif
     # Running tools finish within their limits even when brokerd is stopping.
     with trio.CancelScope(shield=True):
         if busy is not None:
-            return await daemon.ledger.not_run(call, busy)
+            await send_answer(stream, rid, wire_answer(await daemon.ledger.not_run(call, busy)))
+            return
         call.feed(Started())
         status: RunStatus
         output: dict[str, Any] | None
@@ -311,4 +311,4 @@ async def _run_and_settle(stream: trio.abc.Stream, daemon: Daemon, call: CallLif
                                 "message": "the tool's output is larger than "
                                            "[runner] output_max_bytes"}}
         reply = await daemon.ledger.settle(call, status, output, message)
-    return reply
+        await send_answer(stream, rid, wire_answer(reply))

@@ -222,7 +222,10 @@ class Ledger:
         Returns the step that stands for each commit (its own, or the
         `AuditFailed` one when the records could not be written), and the failure.
         """
-        events = [*leading, *(r for c in commits for r in c.step.records)]
+        if len(commits) == 1 and not leading:
+            events: Sequence[Event] = commits[0].step.records
+        else:
+            events = [*leading, *(r for c in commits for r in c.step.records)]
         try:
             if shield:
                 with trio.CancelScope(shield=True):
@@ -237,7 +240,8 @@ class Ledger:
             return failed, exc
         for commit in commits:
             commit.call.recorded()
-            self._carry_out(commit)
+            if commit.step.effects:
+                self._carry_out(commit)
         return [c.step for c in commits], None
 
     def _carry_out(self, commit: _Commit) -> None:

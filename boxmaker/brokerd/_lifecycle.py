@@ -86,29 +86,22 @@ class CallProtocolError(Exception):
 # -- verdicts: the policy's word, and brokerd's own denials, in one shape
 
 
-@attrs.frozen
+@attrs.frozen(init=False)
 class Allow:
     """The policy allowed the call: the only thing a RunSpec is built from."""
 
-    decision: Decision = attrs.field()
+    decision: Decision
+    grant: str | None
+    label: Label
+    """D8's result label (what the call's output is labelled)."""
+    untrusted: bool
 
-    @decision.validator
-    def _check(self, _attribute: object, value: object) -> None:
-        if not isinstance(value, Decision) or not value.allowed:
+    def __init__(self, decision: Decision) -> None:
+        if not isinstance(decision, Decision) or not decision.allowed:
             raise TypeError("a RunSpec is built only from an allowed Decision")
-
-    @property
-    def grant(self) -> str | None:
-        return self.decision.grant
-
-    @property
-    def label(self) -> Label:
-        """D8's result label (what the call's output is labelled)."""
-        return self.decision.label or "public"
-
-    @property
-    def untrusted(self) -> bool:
-        return bool(self.decision.untrusted)
+        self.__attrs_init__(decision=decision, grant=decision.grant,
+                            label=decision.label or "public",
+                            untrusted=bool(decision.untrusted))
 
 
 @attrs.frozen
@@ -530,10 +523,11 @@ class CallLifecycle:
     def _result(self, status: ResultStatus, output: dict[str, Any] | None, message: str | None,
                 taint: Taint) -> Step:
         allow = self.allow
-        ran = _ran(status)
-        after = taint.raised_by(allow.label, allow.untrusted) if ran else taint
-        record = ResultRecord(call=U64(self.call_id), status=status, label=allow.label,
-                              untrusted=allow.untrusted, state=after,
+        label, untrusted = allow.label, allow.untrusted
+        ran = status in RAN
+        after = taint.raised_by(label, untrusted) if ran else taint
+        record = ResultRecord(call=U64(self.call_id), status=status, label=label,
+                              untrusted=untrusted, state=after,
                               output=output_digest(output) if ran else None)
         reply: Reply
         if status == "runner_unavailable":
@@ -544,8 +538,7 @@ class CallLifecycle:
             reply = AnswerDenied(code="unsafe_target", reason=message or "unsafe target",
                                  grant=allow.grant)
         elif _ran(status):
-            reply = AnswerResult(status=status, output=output, label=allow.label,
-                                 untrusted=allow.untrusted)
+            reply = AnswerResult(status=status, output=output, label=label, untrusted=untrusted)
         else:  # pragma: no cover - RAN and the two above are every status
             raise CallProtocolError(f"call {self.call_id}: no result status {status}")
         effects: tuple[Effect, ...] = ()
