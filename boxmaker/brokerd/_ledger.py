@@ -278,10 +278,7 @@ class Ledger:
         """
         commit = self._decide_now(request, grants, leading, verdict)
         (step,), failure = await self._commit([commit], leading)
-        reply = step.reply
-        if reply is None:  # pragma: no cover - every decision has a reply
-            raise AssertionError("a decision without a reply")
-        return Opened(call=commit.call, reply=reply,
+        return Opened(call=commit.call, reply=_reply_of(step),
                       approval=commit.entry if failure is None else None)
 
     def _decide_now(self, request: CallRequest, grants: GrantState, leading: Sequence[Event],
@@ -320,18 +317,15 @@ class Ledger:
     async def settle(self, call: CallLifecycle, status: RunStatus,
                      output: dict[str, Any] | None, message: str | None) -> Reply:
         """Record the result; a call that ran raises the taint as it is now."""
-        return await self._settle(self._settle_now(call, status, output, message))
+        commit = self._settle_now(call, status, output, message)
+        (step,), _ = await self._commit([commit])
+        return _reply_of(step)
 
     async def not_run(self, call: CallLifecycle, reason: str) -> Reply:
         """Record that an allowed call never got a run slot (runner_unavailable)."""
-        return await self._settle(self._settle_now(call, "runner_unavailable", None, reason,
-                                                   slot=False))
-
-    async def _settle(self, commit: _Commit) -> Reply:
+        commit = self._settle_now(call, "runner_unavailable", None, reason, slot=False)
         (step,), _ = await self._commit([commit])
-        if step.reply is None:  # pragma: no cover - every result has a reply
-            raise AssertionError("a result without a reply")
-        return step.reply
+        return _reply_of(step)
 
     def _settle_now(self, call: CallLifecycle, status: RunStatus,
                     output: dict[str, Any] | None, message: str | None, *,
@@ -492,3 +486,9 @@ class Ledger:
 def _answers(step: Step) -> bool:
     """The step answers a pending approval (its waiter is resolved with the reply)."""
     return any(isinstance(e, ReleaseApproval) for e in step.effects)
+
+
+def _reply_of(step: Step) -> Reply:
+    if step.reply is None:  # pragma: no cover - every decision and result has a reply
+        raise AssertionError("a step without its reply")
+    return step.reply

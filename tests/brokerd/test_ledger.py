@@ -230,7 +230,7 @@ def test_each_step_reads_and_feeds_synchronously_and_awaits_only_the_append() ->
     awaited = [ast.unparse(n.value.func) for n in ast.walk(methods["_commit"])
                if isinstance(n, ast.Await) and isinstance(n.value, ast.Call)]
     assert awaited == ["self.writer.append", "self.writer.append"]  # shielded or not
-    for name in ("decide", "_settle", "answer"):
+    for name in ("decide", "settle", "not_run", "answer"):
         calls = [ast.unparse(n.value.func) for n in ast.walk(methods[name])
                  if isinstance(n, ast.Await) and isinstance(n.value, ast.Call)]
         assert set(calls) <= {"self._commit", "self.expire"}, (name, calls)
