@@ -82,7 +82,7 @@ from .runner._spec import RunStatus
 log = logging.getLogger("brokerd")
 
 
-@attrs.frozen(kw_only=True)
+@attrs.define(kw_only=True)
 class Opened:
     """A decided call, once its records are durable (or known not to be)."""
 
