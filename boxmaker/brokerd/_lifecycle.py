@@ -449,7 +449,6 @@ class CallLifecycle:
 
     def _decided(self, event: Decided) -> Step:
         request, verdict = self.request, event.verdict
-        self.verdict = verdict
         effects: tuple[Effect, ...] = ()
         reply: Reply
         outcome: OutcomeAllowed | OutcomeAsk | OutcomeDenied
@@ -459,7 +458,7 @@ class CallLifecycle:
             ticket = event.ticket
             if ticket is None:
                 raise CallProtocolError(f"call {self.call_id}: an ask needs its approval")
-            self.ticket = ticket
+            self.ticket = ticket  # the event is whole: nothing below raises
             outcome = OutcomeAsk(approval_id=U64(ticket.approval_id),
                                  expires_at=ticket.expires_at)
             effects = (HoldApproval(ticket=ticket),)
@@ -468,6 +467,7 @@ class CallLifecycle:
         else:
             outcome = OutcomeDenied(code=verdict.code, reason=bound_reason(verdict.reason))
             reply = AnswerDenied(code=verdict.code, reason=verdict.reason, grant=verdict.grant)
+        self.verdict = verdict
         call = BoundedCall(
             session=request.session, tool=request.tool,
             args=JsonObject({} if request.omitted is not None else request.args),

@@ -105,7 +105,7 @@ def test_an_ask_without_its_ticket_raises() -> None:
     call = CallLifecycle(5, request())
     with pytest.raises(CallProtocolError, match="needs its approval"):
         call.feed(Decided(verdict=ask(), taint=NEW_SESSION, grants_digest="0" * 64))
-    assert call.state is CallState.RECEIVED
+    assert call.state is CallState.RECEIVED and call.verdict is None and call.ticket is None
 
 
 def test_a_long_denial_is_whole_on_the_wire_and_bounded_in_the_record() -> None:
