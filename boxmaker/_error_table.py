@@ -175,6 +175,7 @@ CONDITIONS: Final[Mapping[str, str]] = {
     "broker_state_damaged": "docs/runbook.md#broker-state-damaged",
     "audit_chain_broken": "docs/runbook.md#audit-chain-broken",
     "runner_unavailable": "docs/runbook.md#runner-unavailable",
+    "approvals_exhausted": "docs/runbook.md#approvals-exhausted",
     "forbidden_peer": "docs/runbook.md#forbidden-peer",
     "bad_frame": "docs/runbook.md#bad-frame",
     "passkey_required": "docs/runbook.md#passkey-required",
