@@ -175,6 +175,7 @@ CONDITIONS: Final[Mapping[str, str]] = {
     "broker_state_damaged": "docs/runbook.md#broker-state-damaged",
     "audit_chain_broken": "docs/runbook.md#audit-chain-broken",
     "runner_unavailable": "docs/runbook.md#runner-unavailable",
+    "approvals_exhausted": "docs/runbook.md#approvals-exhausted",
     "forbidden_peer": "docs/runbook.md#forbidden-peer",
     "bad_frame": "docs/runbook.md#bad-frame",
     "passkey_required": "docs/runbook.md#passkey-required",
@@ -243,12 +244,3 @@ def shown(message: str, error: BaseException | type[BaseException], *,
     """
     return f"{message}{joiner}{pointer_of(error, shown_by=shown_by)}"
 
-
-def bare(message: str, error: BaseException | type[BaseException]) -> str:
-    """A message without the pointer its raiser still appends (`` <pointer>``).
-
-    Only for the inference errors, whose messages are written in modules that
-    move into boxmaker/_http/ (issue 12): once those stop appending the
-    pointer this is the message unchanged, and the calls can go.
-    """
-    return message.removesuffix(f" {pointer_of(error)}")

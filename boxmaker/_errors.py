@@ -13,6 +13,8 @@ Every exception class defined under ``boxmaker/`` descends from
   podman, llama-server, a daemon that does not answer, a socket that is gone.
 - `DamagedError`: a record of ours that fails its own checks (the audit chain,
   the broker's state, a conversation file): someone changed it, or the disk lost it.
+- `InternalError`: our own bug, caught by an invariant check (the call
+  table's missing transition): fail closed, report it.
 - `InternalSignal`: not a failure the owner sees: a private signal between two
   functions of one module (a fast path that hands over to the slow one).
 
@@ -51,11 +53,17 @@ class InternalSignal(BoxmakerError):
     """A private signal between two functions of one module, never shown as such."""
 
 
+class InternalError(BoxmakerError):
+    """Our own bug: an invariant of ours broken (an event the call table has no
+    transition for).  Fails closed; never the peer's or the owner's fault."""
+
+
 FAULT_CLASSES: tuple[type[BoxmakerError], ...] = (
     PeerError,
     ConfigurationError,
     UnavailableError,
     DamagedError,
     InternalSignal,
+    InternalError,
 )
 """The direct children of the root; every other class descends from one of them."""

@@ -28,17 +28,6 @@ from tests.conftest import REPO
 ANCHOR = re.compile(r"^##\s+([a-z0-9][a-z0-9-]*)\s*$", re.MULTILINE)
 POINTER = re.compile(r"docs/runbook\.md#([a-z0-9][a-z0-9-]*)")
 
-# Files that are being moved into boxmaker/_http/ by another slice of issue 12
-# while this one lands; their classes and messages are hooked in after the merge.
-NOT_YET = {
-    "boxmaker/_http/_connection.py",
-    "boxmaker/_http/_sse_stream.py",
-    "boxmaker/_http/_llama_client.py",
-    "boxmaker/_http/_error_answers.py",
-    "boxmaker/_http/_llama_decode.py",
-    "boxmaker/inferproxy/_upstream.py",
-}
-
 # The toolkit runs alone inside the tools image (scripts/build-tools-image
 # copies only boxmaker/toolkit/), so it imports nothing else of boxmaker; its
 # ToolError never leaves the container as an exception, only as JSON.
@@ -78,7 +67,7 @@ def test_there_are_many_classes_to_check() -> None:
 def test_every_exception_class_descends_from_the_root_through_one_fault() -> None:
     strays = []
     for cls in exception_classes():
-        if cls is BoxmakerError or cls in FAULT_CLASSES or source_of(cls) in NOT_YET:
+        if cls is BoxmakerError or cls in FAULT_CLASSES:
             continue
         if source_of(cls).startswith(STANDS_ALONE):
             assert not issubclass(cls, BoxmakerError)
@@ -211,14 +200,11 @@ def test_the_table_module_imports_nothing_of_boxmaker() -> None:
 
 
 def test_pointers_are_written_only_in_the_table() -> None:
-    """No message carries a pasted pointer: the place that shows it asks the table.
-
-    The modules of NOT_YET still do until they have moved into boxmaker/_http/.
-    """
+    """No message carries a pasted pointer: the place that shows it asks the table."""
     pasted = []
     for path in sorted((REPO / "boxmaker").rglob("*.py")):
         rel = path.relative_to(REPO).as_posix()
-        if rel in NOT_YET or rel == "boxmaker/_error_table.py":
+        if rel == "boxmaker/_error_table.py":
             continue
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if "runbook.md#" in line:

@@ -83,12 +83,10 @@ class HttpConnection:
                 reason = shown(exc.strerror or str(exc))
                 raise InferenceUnavailable(
                     f"cannot connect to the inference server at {endpoint}: {reason}"
-                    " docs/runbook.md#inference-unavailable"
                 ) from exc
         if scope.cancelled_caught:
             raise InferenceTimeout(
-                f"cannot connect to the inference server at {endpoint} within {timeout_s} s"
-                " docs/runbook.md#inference-unavailable",
+                f"cannot connect to the inference server at {endpoint} within {timeout_s} s",
                 phase="connect",
             )
         return cls(stream, endpoint)
@@ -176,7 +174,7 @@ class HttpConnection:
             self._h11.send_failed()
             raise InferenceClosed(
                 f"the inference server at {self._endpoint} closed the connection"
-                " while the request was sent docs/runbook.md#inference-unavailable"
+                " while the request was sent"
             ) from exc
 
     async def _receive_raw(self) -> bytes:
@@ -185,7 +183,6 @@ class HttpConnection:
         except (trio.BrokenResourceError, OSError) as exc:
             raise InferenceClosed(
                 f"the connection to the inference server at {self._endpoint} broke"
-                " docs/runbook.md#inference-unavailable"
             ) from exc
         if not data:
             self._eof = True
@@ -201,11 +198,10 @@ class HttpConnection:
             if self._eof:
                 raise InferenceClosed(
                     f"the inference server at {self._endpoint} closed the connection"
-                    " before the answer was complete docs/runbook.md#inference-unavailable"
+                    " before the answer was complete"
                 ) from exc
             raise InferenceProtocolError(
                 f"the inference server at {self._endpoint} sent bad HTTP: {shown(str(exc))}"
-                " docs/runbook.md#inference-unavailable"
             ) from exc
 
     async def receive_head(self) -> ResponseHead:
@@ -233,7 +229,6 @@ class HttpConnection:
                 continue
             raise InferenceProtocolError(  # pragma: no cover - h11 allows nothing else here
                 f"unexpected {type(event).__name__} before the response head"
-                " docs/runbook.md#inference-unavailable"
             )
 
     async def receive_body_data(self) -> bytes | None:
@@ -257,7 +252,6 @@ class HttpConnection:
                 else:  # pragma: no cover - h11 allows nothing else in a body
                     raise InferenceProtocolError(
                         f"unexpected {kind.__name__} in the response body"
-                        " docs/runbook.md#inference-unavailable"
                     )
             if parts:
                 return parts[0] if len(parts) == 1 else b"".join(parts)
@@ -277,7 +271,7 @@ class HttpConnection:
                 except ChunkedError as exc:
                     raise InferenceProtocolError(
                         f"the inference server at {self._endpoint} sent a bad chunked body:"
-                        f" {exc} docs/runbook.md#inference-unavailable"
+                        f" {exc}"
                     ) from exc
                 if decoder.done:
                     self._ended = True
@@ -287,7 +281,7 @@ class HttpConnection:
             elif self._eof:
                 raise InferenceClosed(
                     f"the inference server at {self._endpoint} closed the connection"
-                    " before the answer was complete docs/runbook.md#inference-unavailable"
+                    " before the answer was complete"
                 )
             data = await self._receive_raw()
 
@@ -303,7 +297,7 @@ class HttpConnection:
             if size > limit:
                 raise BodyTooLarge(
                     f"the inference server at {self._endpoint} sent a body larger than"
-                    f" {limit} bytes docs/runbook.md#inference-unavailable"
+                    f" {limit} bytes"
                 )
             parts.append(data)
 

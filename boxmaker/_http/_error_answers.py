@@ -48,7 +48,7 @@ def http_error(endpoint: Endpoint, head: ResponseHead, body: bytes) -> Inference
         detail = "no body"
     return InferenceHTTPError(
         f"the inference server at {endpoint} answered {head.status}"
-        f" {shown(head.reason, 60)}: {detail} docs/runbook.md#inference-unavailable",
+        f" {shown(head.reason, 60)}: {detail}",
         status=head.status,
         error=error,
         text=text,
@@ -61,7 +61,7 @@ def error_too_large(endpoint: Endpoint, head: ResponseHead,
     size = f"of {length} bytes, more than" if length is not None else "larger than"
     return InferenceHTTPError(
         f"the inference server at {endpoint} answered {head.status} with an error body"
-        f" {size} the {MAX_ERROR_BODY} bytes read docs/runbook.md#inference-unavailable",
+        f" {size} the {MAX_ERROR_BODY} bytes read",
         status=head.status,
         error=None,
         text="",
@@ -77,8 +77,7 @@ def timeout_error(endpoint: Endpoint, phase: Phase, seconds: float | None) -> In
         "total": "for the whole request",
     }[phase]
     return InferenceTimeout(
-        f"the inference server at {endpoint} took longer than {seconds} s {what}"
-        " docs/runbook.md#inference-unavailable",
+        f"the inference server at {endpoint} took longer than {seconds} s {what}",
         phase=phase,
     )
 
@@ -97,8 +96,7 @@ def stream_error(text: str, endpoint: Endpoint | None = None) -> InferenceStream
     detail = describe_error_object(error) if error is not None else shown(text)
     server = f"the inference server at {endpoint}" if endpoint else "the inference server"
     return InferenceStreamError(
-        f"{server} reported an error during the answer: {detail}"
-        " docs/runbook.md#inference-unavailable",
+        f"{server} reported an error during the answer: {detail}",
         error=error,
         text=text,
     )

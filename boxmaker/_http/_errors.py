@@ -4,14 +4,18 @@
 went away), `InferenceHTTPError` (the server refused the request: a non-200
 status), `InferenceStreamError` (the server reported an error in the stream),
 `InferenceProtocolError` (the server sent something that is not HTTP/SSE/JSON
-as expected).  Their messages escape all server text and end with a runbook
-pointer.  Pure: no I/O, no trio.
+as expected).  Their messages escape all server text and carry no runbook
+pointer: `message` is the bare text (what loopd's ``inference_unavailable``
+answer carries, its pointer in the answer's runbook field), and the places that
+show one add the pointer of the error table (``boxmaker._error_table``), as
+``str()`` of the error does.  Pure: no I/O, no trio.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final, Literal
 
+from .._error_table import shown as with_pointer
 from .._errors import UnavailableError
 from ..proto._escape import escape_line
 
@@ -26,6 +30,10 @@ class InferenceError(UnavailableError):
     def __init__(self, message: str) -> None:
         self.message = message
         super().__init__(message)
+
+    def __str__(self) -> str:
+        """The message as shown (a traceback, a log line): with the table's pointer."""
+        return with_pointer(self.message, self, joiner=" ")
 
 
 class InferenceUnavailable(InferenceError):

@@ -134,7 +134,7 @@ class LlamaClient:
         assert scope.cancelled_caught
         raise InferenceTimeout(
             f"the inference server at {self.endpoint} was still loading its model after"
-            f" {load_timeout_s} s docs/runbook.md#inference-unavailable",
+            f" {load_timeout_s} s",
             phase="total",
         )
 

@@ -43,7 +43,6 @@ from ._llama_api import (
 def _bad(where: str, message: str) -> InferenceProtocolError:
     return InferenceProtocolError(
         f"the inference server's answer is not as expected: {where}: {message}"
-        " docs/runbook.md#inference-unavailable"
     )
 
 

@@ -118,7 +118,6 @@ class SSEStream:
             raise InferenceProtocolError(
                 f"the inference server at {self._endpoint} answered with content type"
                 f" {shown(head.content_type, 80)!r}, not text/event-stream"
-                " docs/runbook.md#inference-unavailable"
             )
 
     def _which_timeout(self) -> InferenceTimeout:
@@ -187,14 +186,12 @@ class SSEStream:
             what = "inside an event" if partial else "without data: [DONE]"
             raise InferenceClosed(
                 f"the inference server at {self._endpoint} ended the answer {what}"
-                " docs/runbook.md#inference-unavailable"
             )
         try:
             events = self._parser.feed(data)
         except SSEError as exc:
             raise InferenceProtocolError(
                 f"the inference server at {self._endpoint} sent a bad event stream: {exc}"
-                " docs/runbook.md#inference-unavailable"
             ) from exc
         if events:
             self._got_first = True

@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 import trio
 
+from .. import _trio_run
 from .._qr import terminal_qr
 from .._sd import notify
 from ._config import ConfigError, load_config
@@ -45,7 +46,7 @@ def serve_page(config_path: Path | None, *, qr: bool) -> None:
                     return
 
     try:
-        trio.run(main)
+        _trio_run.run(main)
     except OSError as exc:
         raise click.ClickException(f"the approval page could not start: {exc}") from exc
 

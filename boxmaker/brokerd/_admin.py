@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Literal
 
 import trio
 
@@ -49,7 +48,7 @@ from ._admin_passkey import approval_passkey, declassify_passkey, handle_passkey
 from ._approvals import PendingApproval
 from ._audit_writer import AuditUnavailable
 from ._context import Daemon
-from ._ledger import NoSuchApproval, NoSuchSession, NotLower, Ruling
+from ._ledger import NoSuchApproval, NoSuchSession, NotLower
 
 log = logging.getLogger("brokerd")
 
@@ -172,17 +171,12 @@ async def _answer(body: ApproveRequest | RefuseRequest, peer: PeerCred,
         if isinstance(gate, ErrorAnswer):
             return gate
         passkey = gate
-
-    def redecide(entry: PendingApproval, taint: Taint) -> Ruling:
-        return daemon.link.redecide(entry.ask, taint, daemon.watcher.state)
-
-    verdict: Literal["approved", "refused"] = (
-        "approved" if isinstance(body, ApproveRequest) else "refused"
-    )
-    reason = body.reason if isinstance(body, RefuseRequest) else None
+    refuse = isinstance(body, RefuseRequest)
+    verdict = "refused" if refuse else "approved"
     try:
-        await daemon.ledger.answer(body.approval_id, verdict=verdict, by=peer.uid,
-                                   reason=reason, redecide=redecide, passkey=passkey)
+        await daemon.ledger.answer(
+            body.approval_id, daemon.watcher.state, by=peer.uid, refuse=refuse,
+            refused=body.reason if isinstance(body, RefuseRequest) else None, passkey=passkey)
     except NoSuchApproval:
         return _no_such_approval(body.approval_id)
     except AuditUnavailable as exc:

@@ -1,15 +1,11 @@
 """The pending table (05-brokerd "Approvals").
 
-States of one entry, and every transition (nothing else moves an entry):
-
-    pending --take(id) by approve/refuse--> answered (approved | refused)
-    pending --take_expired(now) by sweep--> answered (expired)
-    pending --take(id) by its requester---> answered (requester_gone)
-    pending --take_all() at shutdown------> answered (expired, reason shutdown)
-
-Whoever takes an entry out of the table answers it (`resolve`), so an entry is
-never answered twice and a second taker finds nothing.  Taking is synchronous
-(no checkpoint), so in trio it is atomic.
+The table holds the calls in the `pending` state of `_lifecycle.TRANSITIONS`;
+what moves them out (approved, refused, expired, requester gone) is that table.
+Whoever takes an entry out of this table feeds its event and answers it
+(`resolve`) with the reply the step returned, so an entry is never answered
+twice and a second taker finds nothing.  Taking is synchronous (no
+checkpoint), so in trio it is atomic.
 
 Approval ids are six-digit numbers drawn with `secrets`.  An id is held from
 the moment it is drawn until 2 x ttl after its approval record is durable
@@ -27,19 +23,18 @@ import array
 import math
 import secrets
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from typing import Any
 
 import attrs
 import trio
 
 from .._errors import UnavailableError
 from ..proto._taint import Taint
+from ._lifecycle import CallLifecycle, Reply, Ticket
 
 ID_LOW = 100_000
 ID_HIGH = 999_999
 ID_SPAN = ID_HIGH - ID_LOW + 1
-
-VerdictKind = Literal["approved", "refused", "expired", "requester_gone"]
 
 
 _RANDOM_TRIES = 64
@@ -50,63 +45,77 @@ class ApprovalIdsExhausted(UnavailableError):
     """Every six-digit id is pending, or held for 2 x ttl after its answer."""
 
 
-@attrs.frozen(kw_only=True)
-class Answer:
-    """How a waiting call ends: run it (approved and still allowed), or be denied/failed."""
-
-    run: bool
-    denied_code: str | None = None
-    """`refused`, `expired`, `changed`, `grants_invalid` ... when the call is denied."""
-    denied_reason: str | None = None
-    error_code: str | None = None
-    """`audit_unavailable` when the approval could not be recorded."""
-    decision: Any = None
-    """The re-decision (a policy Decision) that lets the call run."""
-
-
 @attrs.define(eq=False, kw_only=True)
 class PendingApproval:
-    """One call waiting for the owner."""
+    """One call waiting for the owner: its lifecycle (`_lifecycle`), and its waiter."""
 
-    approval_id: int
-    call_id: int
-    session: str
-    tool: str
+    call: CallLifecycle
+    ticket: Ticket
     args: dict[str, Any]
-    grant: str | None
+    """The arguments as the owner is shown them (canonical)."""
     state: Taint
-    requested_at: str
-    expires_at: str
-    deadline: float
-    """trio time of the expiry."""
-    ttl_s: float
-    """The approval's time to live; its id is held for twice that after its record."""
-    ask: Any
-    """The policy's Ask, for `redecide`."""
-    challenge: bytes = b""
-    """What a passkey signs to approve exactly this call (11-approvals-web)."""
+    """The session's taint at the decision."""
     _done: trio.Event = attrs.field(factory=trio.Event)
-    _answer: Answer | None = None
+    _reply: Reply | None = None
 
-    def resolve(self, answer: Answer) -> None:
-        """Called once, by whoever took the entry."""
-        if self._answer is not None:  # pragma: no cover - our own bug
+    @property
+    def approval_id(self) -> int:
+        return self.ticket.approval_id
+
+    @property
+    def call_id(self) -> int:
+        return self.call.call_id
+
+    @property
+    def session(self) -> str:
+        return self.call.request.session
+
+    @property
+    def tool(self) -> str:
+        return self.call.request.tool
+
+    @property
+    def grant(self) -> str:
+        return self.ticket.grant
+
+    @property
+    def requested_at(self) -> str:
+        return self.ticket.requested_at
+
+    @property
+    def expires_at(self) -> str:
+        return self.ticket.expires_at
+
+    @property
+    def deadline(self) -> float:
+        """trio time of the expiry."""
+        return self.ticket.deadline
+
+    @property
+    def challenge(self) -> bytes:
+        return self.ticket.challenge
+
+    def resolve(self, reply: Reply) -> None:
+        """Called once, by whoever took the entry, with the reply its step returned."""
+        if self._reply is not None:  # pragma: no cover - our own bug
             raise AssertionError(f"approval {self.approval_id} answered twice")
-        self._answer = answer
+        self._reply = reply
         self._done.set()
 
     @property
     def answered(self) -> bool:
-        return self._answer is not None
+        return self._reply is not None
 
     def expired_at(self, now: float) -> bool:
         """The deadline has passed (the sweep may not have got to it yet)."""
         return self.deadline <= now
 
-    async def wait(self) -> Answer:
+    async def wait(self) -> Reply:
+        """`Run`, or the denial or error that ends the call."""
         await self._done.wait()
-        assert self._answer is not None
-        return self._answer
+        if self._reply is None:  # pragma: no cover - set together with the event
+            raise AssertionError("approval answered without a reply")
+        return self._reply
 
 
 _FREE, _PENDING, _RESTING = 0, 1, 2

@@ -25,13 +25,12 @@ from typing import Any
 
 import trio
 
-from .._error_table import ERROR_RUNBOOKS, shown
+from .._error_table import shown
 from .._streams import send_frame
 from .._unix import PeerCred
 from ..policy._model import GrantState
 from ..proto._convert import U64, JsonObject
 from ..proto._json import dumps_bytes
-from ..proto._taint import Taint
 from ..proto._wire import DENIAL_RUNBOOKS, error_answer
 from ..proto._wire_broker import (
     BrokerAnswer,
@@ -41,10 +40,21 @@ from ..proto._wire_broker import (
     Result,
     encode_broker_answer,
 )
-from ._approvals import Answer, PendingApproval
+from ._approvals import PendingApproval
 from ._audit_writer import AuditUnavailable
 from ._context import Daemon
-from ._ledger import Ruling, args_size, omitted_args
+from ._lifecycle import (
+    Allow,
+    AnswerDenied,
+    AnswerError,
+    AnswerPending,
+    AnswerResult,
+    CallLifecycle,
+    Reply,
+    Run,
+    Started,
+    bounded_request,
+)
 from .runner._queue import RunnerBusy, RunQueue
 from .runner._spec import RunStatus
 
@@ -68,58 +78,38 @@ async def handle_broker(stream: trio.abc.Stream, peer: PeerCred, daemon: Daemon,
     """Serve one decoded broker.sock request (the shell checked the peer and the frame)."""
     call = request.call
     rid = request.id
-    ledger = daemon.ledger
     grants, leading = daemon.refresh_grants()
-    size, canonical_args = args_size(call.args)
-    limit = daemon.config.max_args_bytes
-    omitted = omitted_args(canonical_args) if size > limit else None
-    del canonical_args
+    request_of, too_long = bounded_request(
+        call.session, call.tool, call.args, peer_uid=peer.uid, peer_pid=peer.pid,
+        max_args_bytes=daemon.config.max_args_bytes)
+    opened = await daemon.ledger.decide(request_of, grants, leading=leading, verdict=too_long)
+    reply: Reply | None = opened.reply
+    if isinstance(reply, AnswerPending) and opened.approval is not None:
+        reply = await _wait_for_owner(stream, rid, daemon, reply, opened.approval)
+    if isinstance(reply, Run):
+        await _run_and_settle(stream, rid, daemon, opened.call, reply.allow, grants)
+    elif reply is not None:
+        await send_answer(stream, rid, wire_answer(reply))
 
-    def rule(taint: Taint) -> Ruling:
-        if omitted is not None:
-            return Ruling(kind="denied", code="bad_args",
-                          reason=f"the arguments are {size} bytes; at most {limit} are allowed "
-                                 "([policy] max_args_bytes)")
-        return daemon.link.decide(call.tool, call.args, taint, grants)
 
-    try:
-        decided = await ledger.decide(
-            session=call.session, tool=call.tool, args=call.args,
-            peer_uid=peer.uid, peer_pid=peer.pid, rule=rule,
-            grants_digest=grants.digest, leading=leading, ttl_ms=daemon.config.ttl_ms,
-            wall_now=daemon.wall_clock, format_time=daemon.format_time, omitted=omitted,
-        )
-    except AuditUnavailable as exc:
-        await send_answer(stream, rid, error_answer("audit_unavailable", shown(str(exc), exc)))
-        return
-    ruling = decided.ruling
-    if ruling.kind == "denied":
-        assert ruling.code is not None and ruling.reason is not None
-        await send_answer(stream, rid, denied(ruling.code, ruling.reason, ruling.grant))
-        return
-    if ruling.kind == "ask":
-        assert decided.approval is not None
-        answer = await _wait_for_owner(stream, rid, daemon, decided.approval)
-        if answer is None:
-            return
-        if answer.error_code is not None:
-            await send_answer(stream, rid, error_answer(
-                "audit_unavailable", answer.denied_reason or "the audit log cannot be written"))
-            return
-        if not answer.run:
-            assert answer.denied_code is not None
-            await send_answer(stream, rid, denied(
-                answer.denied_code, answer.denied_reason or answer.denied_code,
-                decided.approval.grant))
-            return
-        assert isinstance(answer.decision, Ruling)
-        ruling = answer.decision
-    await _run_and_settle(stream, rid, daemon, call_id=decided.call_id, session=call.session,
-                          tool=call.tool, args=call.args, ruling=ruling, grants=grants)
+def wire_answer(reply: Reply) -> BrokerAnswer:
+    """A final reply of the call table as the broker.sock answer."""
+    if isinstance(reply, AnswerResult):
+        return Result(status=reply.status,
+                      output=JsonObject(reply.output) if reply.output is not None else None,
+                      label=reply.label, untrusted=reply.untrusted)
+    if isinstance(reply, AnswerDenied):
+        return denied(reply.code, reply.reason, reply.grant)
+    if isinstance(reply, AnswerError):
+        return error_answer(reply.code, reply.message)
+    if isinstance(reply, AnswerPending):
+        return Pending(approval_id=U64(reply.approval_id), expires_at=reply.expires_at,
+                       grant=reply.grant)
+    raise AssertionError(f"not an answer: {type(reply).__name__}")  # pragma: no cover
 
 
 async def _wait_for_owner(stream: trio.abc.Stream, rid: int, daemon: Daemon,
-                          entry: PendingApproval) -> Answer | None:
+                          pending: AnswerPending, entry: PendingApproval) -> Reply | None:
     """Answer `pending`, then wait for the owner, the expiry, or the peer leaving.
 
     None: the requester went away and its withdrawal was recorded.
@@ -128,9 +118,7 @@ async def _wait_for_owner(stream: trio.abc.Stream, rid: int, daemon: Daemon,
         await daemon.ledger.expire([entry], reason="shutdown")
     else:
         try:
-            await send_answer(stream, rid, Pending(
-                approval_id=U64(entry.approval_id), expires_at=entry.expires_at,
-                grant=entry.grant or ""))
+            await send_answer(stream, rid, wire_answer(pending))
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             if await _withdraw(daemon, entry):
                 return None
@@ -209,56 +197,41 @@ def _fits(output: dict[str, Any] | None, limit: int) -> bool:
     return output is None or len(dumps_bytes(output)) <= limit
 
 
-async def _run_and_settle(stream: trio.abc.Stream, rid: int, daemon: Daemon, *, call_id: int,
-                          session: str, tool: str, args: dict[str, Any], ruling: Ruling,
+async def _run_and_settle(stream: trio.abc.Stream, rid: int, daemon: Daemon,
+                          call: CallLifecycle, allow: Allow,
                           grants: GrantState | None = None) -> None:
-    spec = daemon.link.run_spec(call_id=call_id, session=session, tool=tool, args=args,
-                                ruling=ruling, grants=grants)
+    """Run an allowed call in its turn, record its result, and answer it."""
+    request = call.request
+    spec = daemon.link.run_spec(call_id=call.call_id, session=request.session,
+                                tool=request.tool, args=request.args, allow=allow,
+                                grants=grants)
     busy = await _wait_for_turn(stream, daemon.run_queue)
     # Running tools finish within their limits even when brokerd is stopping.
     with trio.CancelScope(shield=True):
+        if busy is not None:
+            await send_answer(stream, rid, wire_answer(await daemon.ledger.not_run(call, busy)))
+            return
+        call.feed(Started())
         status: RunStatus
         output: dict[str, Any] | None
         message: str | None
-        if busy is not None:
-            status, output, message = "runner_unavailable", None, busy
-        else:
-            try:
-                outcome = await daemon.runtime.run(spec)
-                status, output, message = outcome.status, outcome.output, outcome.message
-            except Exception as exc:  # a bug in a runtime: the tool may have run
-                log.exception("call %d: the runtime failed", call_id)
-                status = "tool_failed"
-                output = {"error": {"code": "runner_failed",
-                                    "message": f"the runner failed ({type(exc).__name__})"}}
-                message = None
-            finally:
-                daemon.run_queue.release()
-            if not _fits(output, daemon.config.runner.output_max_bytes):
-                # The toolkit caps its answer; one that does not is a failure, so
-                # that the answer frame always fits (the limit is checked at load).
-                status, message = "tool_failed", "output too large"
-                output = {"error": {"code": "output_too_large",
-                                    "message": "the tool's output is larger than "
-                                               "[runner] output_max_bytes"}}
         try:
-            await daemon.ledger.settle(call_id=call_id, session=session, status=status,
-                                       label=ruling.label, untrusted=ruling.untrusted,
-                                       output=output)
-        except AuditUnavailable as exc:
-            await send_answer(stream, rid, error_answer("audit_unavailable", shown(str(exc), exc)))
-            return
-    if status == "runner_unavailable":
-        reason = message or "the runner is unavailable"
-        await send_answer(stream, rid, error_answer(
-            "runner_unavailable",
-            f"brokerd: {reason}; nothing ran. See {ERROR_RUNBOOKS['runner_unavailable']}"))
-        return
-    if status == "unsafe_target":
-        await send_answer(stream, rid, denied("unsafe_target", message or "unsafe target",
-                                              ruling.grant))
-        return
-    await send_answer(stream, rid, Result(
-        status=status,
-        output=JsonObject(output) if output is not None else None,
-        label=ruling.label, untrusted=ruling.untrusted))
+            outcome = await daemon.runtime.run(spec)
+            status, output, message = outcome.status, outcome.output, outcome.message
+        except Exception as exc:  # a bug in a runtime: the tool may have run
+            log.exception("call %d: the runtime failed", call.call_id)
+            status = "tool_failed"
+            output = {"error": {"code": "runner_failed",
+                                "message": f"the runner failed ({type(exc).__name__})"}}
+            message = None
+        finally:
+            daemon.run_queue.release()
+        if not _fits(output, daemon.config.runner.output_max_bytes):
+            # The toolkit caps its answer; one that does not is a failure, so
+            # that the answer frame always fits (the limit is checked at load).
+            status, message = "tool_failed", "output too large"
+            output = {"error": {"code": "output_too_large",
+                                "message": "the tool's output is larger than "
+                                           "[runner] output_max_bytes"}}
+        reply = await daemon.ledger.settle(call, status, output, message)
+        await send_answer(stream, rid, wire_answer(reply))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 import attrs
 import trio
@@ -23,6 +23,7 @@ from ..policy._model import (
 from ..proto._audit import Event, GrantsChanged
 from ..proto._convert import U64
 from ..proto._wire import ts_from_unix
+from ._checkpoints_link import CheckpointsRuntime
 from ._ledger import Ledger
 from ._passkeys import PasskeyRegistry
 from ._policy_link import PolicyLink
@@ -78,7 +79,7 @@ class Daemon:
     format_time: Callable[[float], str] = ts_from_unix
     stopping: bool = False
     grants_unreadable: bool = False
-    checkpoints: Any = None
+    checkpoints: CheckpointsRuntime | None = None
     """The `CheckpointsRuntime` (10-checkpoints), or None in tests built without it."""
     passkey_changes: trio.Lock = attrs.field(factory=trio.Lock)
     """Held from an enrolment link's check to its record: one passkey change at a time."""

@@ -1,13 +1,17 @@
-"""The ledger (04-audit "The ledger"): the audit writer and the session taints
-behind one lock.
+"""The ledger (04-audit "The ledger"): the audit writer, the session taints and
+the pending approvals behind one lock; the I/O of the call table (`_lifecycle`).
 
-The lock is trio's cooperative scheduling itself: every step reads the taints,
-decides, and *queues* its records with no checkpoint in between, because
-`AuditWriter.append` assigns seqs and queues synchronously before its first
-checkpoint (tests/brokerd/test_ledger.py holds it to that).  The step then
-waits, outside the "lock", for the fsync that covers its records, so
-concurrent steps share one fsync (group commit).  No step's caller continues
-before its own records are durable.
+The lock is trio's cooperative scheduling itself.  Every step is two halves:
+a synchronous `_..._now` that reads the taints, feeds the call's lifecycle and
+returns its `Step` (the records to append), and `_commit`, whose only `await`
+is the append of those records.  `AuditWriter.append` assigns seqs and queues
+synchronously before its first checkpoint (tests/brokerd/test_ledger.py holds
+it to that), so no other step runs between the read and the queueing: that
+holds by construction.  The step then waits, outside the "lock", for the
+fsync that covers its records, so concurrent steps share one fsync (group
+commit).  No step's caller continues before its own records are durable; a
+step whose records cannot be written feeds `AuditFailed`, and its caller gets
+`audit_unavailable` instead of what the step would have done.
 
 Steps:
   decide  read the session's taint, decide, append `call` + `decision`
@@ -15,47 +19,59 @@ Steps:
           then (in the background) write the state file
   answer  take a pending approval, re-decide, append `approval` (an approval
           whose deadline has passed is recorded `expired` instead)
-plus declassify, grants, start and stop.  Once an `approval` record is
-durable its id is released, to be drawn again only 2 x ttl later.
+plus not_run, expire, requester_gone, declassify, attempt and record (start,
+stop, grants).  Once an `approval` record is durable its id is released, to
+be drawn again only 2 x ttl later.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import secrets
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import attrs
 import trio
 
-from .._error_table import condition, see, shown
+from .._error_table import condition, shown
 from .._errors import PeerError
-from ..proto._audit import (
-    ApprovalRecord,
-    BoundedCall,
-    DecisionRecord,
-    Declassify,
-    Event,
-    OmittedArgs,
-    OutcomeAllowed,
-    OutcomeAsk,
-    OutcomeDenied,
-    OutputDigest,
-    Peer,
-    Record,
-    Redecision,
-    ResultRecord,
-)
+from ..policy._model import GrantState
+from ..proto._audit import Declassify, Event, Record
 from ..proto._audit_passkey import ApprovalAttempt, PasskeyUse
-from ..proto._convert import U64, JsonObject
-from ..proto._json import canonical, dumps_bytes
-from ..proto._taint import FAIL_CLOSED, NEW_SESSION, Label, Taint
+from ..proto._convert import U64
+from ..proto._json import canonical
+from ..proto._taint import FAIL_CLOSED, NEW_SESSION, Taint
+from ..proto._wire import ts_from_unix
 from ..proto._wire_passkey import approval_challenge
-from ._approvals import Answer, ApprovalIdsExhausted, PendingApproval, PendingTable
+from ._approvals import ApprovalIdsExhausted, PendingApproval, PendingTable
 from ._audit_writer import AuditUnavailable, AuditWriter
+from ._lifecycle import (
+    AnswerDenied,
+    Approved,
+    AskOwner,
+    AuditFailed,
+    CallEvent,
+    CallLifecycle,
+    CallRequest,
+    Decided,
+    Deny,
+    Expired,
+    HoldApproval,
+    NotRun,
+    Refused,
+    ReleaseApproval,
+    Reply,
+    RequesterGone,
+    SetTaint,
+    Settled,
+    Step,
+    Ticket,
+    exhausted,
+)
+from ._policy_link import PolicyLink
 from ._state import (
     SessionState,
     StateWriteError,
@@ -63,37 +79,20 @@ from ._state import (
     read_state,
     write_state,
 )
+from .runner._spec import RunStatus
 
 log = logging.getLogger("brokerd")
 
-RulingKind = Literal["allowed", "ask", "denied"]
 
+@attrs.define(kw_only=True)
+class Opened:
+    """A decided call, once its records are durable (or known not to be)."""
 
-@attrs.frozen(kw_only=True)
-class Ruling:
-    """What the policy said, in the ledger's terms (built by `_policy_link`)."""
-
-    kind: RulingKind
-    code: str | None = None
-    reason: str | None = None
-    grant: str | None = None
-    label: Label = "public"
-    """D8's result label (what the call's output is labelled)."""
-    untrusted: bool = False
-    decision: Any = None
-    """The policy's Decision for an allowed call (to build the RunSpec)."""
-    ask: Any = None
-    """The policy's Ask, for `redecide` at approval time."""
-
-
-@attrs.frozen(kw_only=True)
-class Decided:
-    """The outcome of the decide step, once its records are durable."""
-
-    call_id: int
-    ruling: Ruling
-    taint: Taint
-    approval: PendingApproval | None
+    call: CallLifecycle
+    reply: Reply
+    """Run, pending, denied, or audit_unavailable."""
+    approval: PendingApproval | None = None
+    """For `pending`: the entry to wait on."""
 
 
 class NoSuchApproval(PeerError):
@@ -118,38 +117,14 @@ class _Session:
     problem: str | None = None
 
 
-def output_digest(output: dict[str, Any] | None) -> OutputDigest | None:
-    """{sha256, bytes} of the answer's output, as it is sent (compact JSON)."""
-    if output is None:
-        return None
-    data = dumps_bytes(output)
-    return OutputDigest(sha256=hashlib.sha256(data).hexdigest(), bytes=U64(len(data)))
-
-
-StateWriter = Callable[[Path, str, Taint, int], None]
-
-MAX_REASON_BYTES = 4096
-"""A denial reason may quote what the model sent (a tool name, a path); longer
-ones are cut, with the whole text's length and hash, so no record grows with it."""
-
-
-def bound_reason(text: str, limit: int = MAX_REASON_BYTES) -> str:
-    """`text`, or its longest prefix of at most `limit` UTF-8 bytes plus a note."""
-    data = text.encode("utf-8", "surrogatepass")
-    if len(data) <= limit:
-        return text
-    head = data[:limit].decode("utf-8", "ignore")
-    return f"{head} [cut: {len(data)} bytes in all, sha256 {hashlib.sha256(data).hexdigest()}]"
-
-
-def args_size(args: dict[str, Any]) -> tuple[int, bytes]:
-    """The UTF-8 length of the canonical arguments, and those bytes."""
-    data = dumps_bytes(canonical(args))
-    return len(data), data
-
-
-def omitted_args(data: bytes) -> OmittedArgs:
-    return OmittedArgs(bytes=U64(len(data)), sha256=hashlib.sha256(data).hexdigest())
+@attrs.define
+class _Commit:
+    call: CallLifecycle
+    step: Step
+    entry: PendingApproval | None = None
+    """The approval entry: held after an ask, resolved with the reply after an answer."""
+    taint_seq: int | None = None
+    """The seq of the result record that sets the taint (SetTaint)."""
 
 
 class Ledger:
@@ -159,10 +134,14 @@ class Ledger:
         writer: AuditWriter,
         sessions_dir: Path,
         taints: dict[str, tuple[Taint, int]],
+        link: PolicyLink,
         known_sessions: Sequence[str] = (),
         state_fsync: bool = True,
         state_in_thread: bool = True,
+        ttl_ms: int = 600_000,
         clock: Callable[[], float] = trio.current_time,
+        wall_clock: Callable[[], float] = time.time,
+        format_time: Callable[[float], str] = ts_from_unix,
     ) -> None:
         self.writer = writer
         self.sessions_dir = sessions_dir
@@ -177,6 +156,10 @@ class Ledger:
         self._dirty_event = trio.Event()
         self.pending = PendingTable(clock=clock)
         self._clock = clock
+        self._link = link
+        self._ttl_s = ttl_ms / 1000
+        self._wall_clock = wall_clock
+        self._format_time = format_time
 
     # -- taints
 
@@ -232,152 +215,148 @@ class Ledger:
             self._dirty.add(session)
             self._dirty_event.set()
 
-    # -- steps
+    # -- the commit: the only await of a step
+
+    async def _commit(self, commits: Sequence[_Commit], leading: Sequence[Event] = (), *,
+                      shield: bool = False) -> tuple[list[Step], AuditUnavailable | None]:
+        """Append the steps' records, then carry out their effects, or their failure.
+
+        Returns the step that stands for each commit (its own, or the
+        `AuditFailed` one when the records could not be written), and the failure.
+        """
+        if len(commits) == 1 and not leading:
+            events: Sequence[Event] = commits[0].step.records
+        else:
+            events = [*leading, *(r for c in commits for r in c.step.records)]
+        try:
+            if shield:
+                with trio.CancelScope(shield=True):
+                    await self.writer.append(events)
+            else:
+                await self.writer.append(events)
+        except AuditUnavailable as exc:
+            failed = [c.call.feed(AuditFailed(message=shown(str(exc), exc))) for c in commits]
+            for commit, step in zip(commits, failed, strict=True):
+                if commit.entry is not None and _answers(commit.step):
+                    self._resolve(commit.entry, step)
+            return failed, exc
+        for commit in commits:
+            commit.call.recorded()
+            if commit.step.effects:
+                self._carry_out(commit)
+        return [c.step for c in commits], None
+
+    def _carry_out(self, commit: _Commit) -> None:
+        """The ledger's own effects; an answered approval's reply goes to its waiter."""
+        for effect in commit.step.effects:
+            if isinstance(effect, HoldApproval) and commit.entry is not None:
+                self.pending.add(commit.entry)
+            elif isinstance(effect, ReleaseApproval):
+                self.pending.release(effect.approval_id, effect.hold_s)
+                if commit.entry is not None:
+                    self._resolve(commit.entry, commit.step)
+            elif isinstance(effect, SetTaint) and commit.taint_seq is not None:
+                self._durable(effect.session, effect.taint, commit.taint_seq)
+
+    @staticmethod
+    def _resolve(entry: PendingApproval, step: Step) -> None:
+        reply = step.reply
+        if reply is not None and not entry.answered:
+            entry.resolve(reply)
+
+    # -- steps (each: a synchronous `_…_now`, then `_commit`)
 
     async def record(self, events: Sequence[Event]) -> list[Record]:
         """Append events that change no taint (start, stop, grants)."""
         return await self.writer.append(events)
 
-    async def decide(
-        self,
-        *,
-        session: str,
-        tool: str,
-        args: dict[str, Any],
-        peer_uid: int,
-        peer_pid: int,
-        rule: Callable[[Taint], Ruling],
-        grants_digest: str,
-        leading: Sequence[Event] = (),
-        ttl_ms: int,
-        wall_now: Callable[[], float],
-        format_time: Callable[[float], str],
-        omitted: OmittedArgs | None = None,
-    ) -> Decided:
-        """Read the taint, decide (`rule`), append `call` + `decision` (after `leading`).
+    async def decide(self, request: CallRequest, grants: GrantState, *,
+                     leading: Sequence[Event] = (), verdict: Deny | None = None) -> Opened:
+        """Read the taint, decide, append `call` + `decision` (after `leading`).
 
-        `omitted`: the arguments are too long to record; the `call` record
-        carries `{}` and their size and hash instead.
-
-        Raises AuditUnavailable; then nothing may run and nobody is answered
-        as if recorded.
+        `verdict`: brokerd's own denial, reached before the policy (arguments
+        too long).  The reply is `audit_unavailable` when nothing was recorded;
+        then nothing may run and nobody is answered as if recorded.
         """
-        taint = self.taint_of(session)
-        ruling = rule(taint)
-        call_id = self.writer.next_seq + len(leading)
-        approval: PendingApproval | None = None
-        approval_id: int | None = None
-        if ruling.kind == "ask":
+        commit = self._decide_now(request, grants, leading, verdict)
+        (step,), failure = await self._commit([commit], leading)
+        return Opened(call=commit.call, reply=_reply_of(step),
+                      approval=commit.entry if failure is None else None)
+
+    def _decide_now(self, request: CallRequest, grants: GrantState, leading: Sequence[Event],
+                    verdict: Deny | None) -> _Commit:
+        taint = self.taint_of(request.session)
+        ruled = verdict or self._link.decide(request.tool, request.args, taint, grants)
+        call = CallLifecycle(self.writer.next_seq + len(leading), request)
+        ticket: Ticket | None = None
+        entry: PendingApproval | None = None
+        if isinstance(ruled, AskOwner):
             try:
-                approval_id = self.pending.new_id()
+                ticket, shown = self._ticket(call, ruled)
             except ApprovalIdsExhausted as exc:
-                ruling = Ruling(kind="denied", code="approvals_exhausted", grant=ruling.grant,
-                                reason=f"no approval id is free ({exc}); answer the pending "
-                                f"approvals or wait. {see(exc)}")
-        if ruling.kind == "allowed":
-            outcome: OutcomeAllowed | OutcomeAsk | OutcomeDenied = OutcomeAllowed()
-        elif ruling.kind == "ask":
-            assert approval_id is not None
-            now_wall = wall_now()
-            expires_at = format_time(now_wall + ttl_ms / 1000)
-            shown_args = canonical(args)
-            approval = PendingApproval(
-                approval_id=approval_id, call_id=call_id, session=session, tool=tool,
-                args=shown_args, grant=ruling.grant, state=taint,
-                requested_at=format_time(now_wall), expires_at=expires_at,
-                deadline=self._clock() + ttl_ms / 1000, ttl_s=ttl_ms / 1000, ask=ruling.ask,
-                challenge=approval_challenge(
-                    approval_id=approval_id, call=call_id, session=session, tool=tool,
-                    args=shown_args, expires_at=expires_at, nonce=secrets.token_hex(16)),
-            )
-            outcome = OutcomeAsk(approval_id=U64(approval_id), expires_at=approval.expires_at)
-        else:
-            assert ruling.code is not None and ruling.reason is not None
-            outcome = OutcomeDenied(code=ruling.code,  # type: ignore[arg-type]
-                                    reason=bound_reason(ruling.reason))
-        events: list[Event] = [
-            *leading,
-            BoundedCall(session=session, tool=tool,
-                        args=JsonObject({} if omitted is not None else args),
-                        peer=Peer(uid=U64(peer_uid), pid=U64(peer_pid)), omitted=omitted),
-            DecisionRecord(call=U64(call_id), outcome=outcome, grant=ruling.grant, state=taint,
-                           grants_digest=grants_digest),
-        ]
-        records = await self.writer.append(events)
-        assert records[len(leading)].seq == call_id
-        if approval is not None:
-            self.pending.add(approval)
-        return Decided(call_id=call_id, ruling=ruling, taint=taint, approval=approval)
+                ruled = exhausted(ruled, str(exc))
+            else:
+                entry = PendingApproval(call=call, ticket=ticket, args=shown, state=taint)
+        step = call.feed(Decided(verdict=ruled, taint=taint, grants_digest=grants.digest,
+                                 ticket=ticket))
+        return _Commit(call=call, step=step, entry=entry)
 
-    async def settle(
-        self,
-        *,
-        call_id: int,
-        session: str,
-        status: str,
-        label: Label,
-        untrusted: bool,
-        output: dict[str, Any] | None,
-    ) -> Taint:
-        """Record the result; a call that ran raises the taint as it is now.
+    def _ticket(self, call: CallLifecycle, asked: AskOwner) -> tuple[Ticket, dict[str, Any]]:
+        """Draw the approval's id, times and challenge.  Raises ApprovalIdsExhausted."""
+        approval_id = self.pending.new_id()
+        request = call.request
+        now_wall = self._wall_clock()
+        expires_at = self._format_time(now_wall + self._ttl_s)
+        shown = canonical(request.args)
+        challenge = approval_challenge(
+            approval_id=approval_id, call=call.call_id, session=request.session,
+            tool=request.tool, args=shown, expires_at=expires_at, nonce=secrets.token_hex(16))
+        return Ticket(approval_id=approval_id, grant=asked.grant,
+                      requested_at=self._format_time(now_wall), expires_at=expires_at,
+                      deadline=self._clock() + self._ttl_s, ttl_s=self._ttl_s,
+                      challenge=challenge), shown
 
-        Returns the session's taint after the call.  Raises AuditUnavailable.
-        """
-        ran = status in ("ok", "tool_failed", "timeout")
-        now = self.taint_of(session)
-        after = now.raised_by(label, untrusted) if ran else now
+    async def settle(self, call: CallLifecycle, status: RunStatus,
+                     output: dict[str, Any] | None, message: str | None) -> Reply:
+        """Record the result; a call that ran raises the taint as it is now."""
+        commit = self._settle_now(call, status, output, message)
+        (step,), _ = await self._commit([commit])
+        return _reply_of(step)
+
+    async def not_run(self, call: CallLifecycle, reason: str) -> Reply:
+        """Record that an allowed call never got a run slot (runner_unavailable)."""
+        commit = self._settle_now(call, "runner_unavailable", None, reason, slot=False)
+        (step,), _ = await self._commit([commit])
+        return _reply_of(step)
+
+    def _settle_now(self, call: CallLifecycle, status: RunStatus,
+                    output: dict[str, Any] | None, message: str | None, *,
+                    slot: bool = True) -> _Commit:
+        session = call.request.session
+        taint = self.taint_of(session)
+        event: CallEvent = (Settled(status=status, output=output, message=message, taint=taint)
+                            if slot else NotRun(reason=message or "", taint=taint))
+        step = call.feed(event)
         seq = self.writer.next_seq
-        changed = after != now
-        if changed:
-            self._raise_to(session, after, seq)
-        event = ResultRecord(
-            call=U64(call_id), status=status, label=label,  # type: ignore[arg-type]
-            untrusted=untrusted, state=after, output=output_digest(output) if ran else None,
-        )
-        await self.writer.append([event])
-        if changed:
-            self._durable(session, after, seq)
-        return after
+        for effect in step.effects:
+            if isinstance(effect, SetTaint):  # raised now: the next decision sees it
+                self._raise_to(session, effect.taint, seq)
+        return _Commit(call=call, step=step, taint_seq=seq)
 
-    def _verdict(
-        self,
-        entry: PendingApproval,
-        verdict: Literal["approved", "refused"],
-        reason: str | None,
-        redecide: Callable[[PendingApproval, Taint], Ruling],
-    ) -> tuple[Redecision | None, Answer]:
-        """The re-decision (for an approval) and how the waiting call ends."""
-        if verdict == "refused":
-            why = f"refused by the owner{': ' + reason if reason else ''}"
-            return None, Answer(run=False, denied_code="refused", denied_reason=why)
-        taint = self.taint_of(entry.session)
-        ruling = redecide(entry, taint)
-        if ruling.kind == "allowed":
-            allowed = Redecision(outcome=OutcomeAllowed(), grant=ruling.grant, state=taint)
-            return allowed, Answer(run=True, decision=ruling)
-        assert ruling.code is not None and ruling.reason is not None
-        outcome = OutcomeDenied(code=ruling.code,  # type: ignore[arg-type]
-                                reason=bound_reason(ruling.reason))
-        denied = Redecision(outcome=outcome, grant=ruling.grant, state=taint)
-        return denied, Answer(run=False, denied_code=ruling.code, denied_reason=ruling.reason)
+    def session_taint(self, call: CallLifecycle) -> Taint:
+        """The session's taint now (after a settle: what the call left it at)."""
+        return self.taint_of(call.request.session)
 
-    async def answer(
-        self,
-        approval_id: int,
-        *,
-        verdict: Literal["approved", "refused"],
-        by: int,
-        reason: str | None,
-        redecide: Callable[[PendingApproval, Taint], Ruling],
-        passkey: PasskeyUse | None = None,
-    ) -> None:
+    async def answer(self, approval_id: int, grants: GrantState, *, by: int,
+                     refused: str | None = None, refuse: bool = False,
+                     passkey: PasskeyUse | None = None) -> None:
         """approve/refuse: take the entry, re-decide (approve), record, answer its waiter.
 
-        `passkey` is the verified assertion that approved it (kept in the record).
-
-        An approval whose deadline has passed (the sweep had not got to it
-        yet) is not answered: it is recorded `expired`, its waiter is denied
-        expired, and the owner gets NoSuchApproval.
+        `refuse` with its `refused` reason, else an approval (with the verified
+        `passkey` that approved it, kept in the record).  An approval whose
+        deadline has passed (the sweep had not got to it yet) is not answered:
+        it is recorded `expired`, its waiter is denied expired, and the owner
+        gets NoSuchApproval.
 
         Raises NoSuchApproval, or AuditUnavailable (the waiter is then
         answered audit_unavailable too).
@@ -389,56 +368,46 @@ class Ledger:
             await self.expire([entry])
             raise NoSuchApproval(approval_id)
         try:
-            redecision, answer = self._verdict(entry, verdict, reason, redecide)
-            event = ApprovalRecord(
-                call=U64(entry.call_id), approval_id=U64(entry.approval_id), verdict=verdict,
-                by=U64(by), reason=reason, redecision=redecision, passkey=passkey,
-            )
-            with trio.CancelScope(shield=True):  # taken: it is answered, whatever happens here
-                await self.writer.append([event])
-        except AuditUnavailable as exc:
-            entry.resolve(Answer(run=False, error_code="audit_unavailable",
-                                 denied_reason=shown(str(exc), exc)))
-            raise
+            commit = self._answer_now(entry, grants, by=by, refused=refused, refuse=refuse,
+                                      passkey=passkey)
+            # Taken: it is answered, whatever happens here (shielded).
+            _, failure = await self._commit([commit], shield=True)
         except BaseException:
             if not entry.answered:  # our bug: the waiter is not left hanging
-                entry.resolve(Answer(run=False, denied_code="expired",
-                                     denied_reason="brokerd could not answer this approval"))
+                entry.resolve(AnswerDenied(code="expired", grant=entry.grant,
+                                           reason="brokerd could not answer this approval"))
             raise
-        self._release(entry)
-        entry.resolve(answer)
+        if failure is not None:
+            raise failure
 
-    def _release(self, entry: PendingApproval) -> None:
-        """The approval record is durable: the id rests for 2 x ttl, then may be drawn."""
-        self.pending.release(entry.approval_id, 2 * entry.ttl_s)
+    def _answer_now(self, entry: PendingApproval, grants: GrantState, *, by: int,
+                    refused: str | None, refuse: bool, passkey: PasskeyUse | None) -> _Commit:
+        call = entry.call
+        event: CallEvent
+        if refuse:
+            event = Refused(by=by, reason=refused)
+        else:
+            asked = call.verdict
+            if not isinstance(asked, AskOwner):  # pragma: no cover - pending means asked
+                raise TypeError("a pending call without its ask")
+            taint = self.taint_of(entry.session)
+            event = Approved(redecision=self._link.redecide(asked, taint, grants),
+                             taint=taint, by=by, passkey=passkey)
+        return _Commit(call=call, step=call.feed(event), entry=entry)
 
     async def expire(self, entries: list[PendingApproval], *, reason: str | None = None) -> None:
         """Record `expired` for entries already taken out; answer them denied expired."""
         if not entries:
             return
-        events: list[Event] = [
-            ApprovalRecord(call=U64(e.call_id), approval_id=U64(e.approval_id), verdict="expired",
-                           by=None, reason=reason, redecision=None)
-            for e in entries
-        ]
-        why = "the approval expired" if reason is None else f"the approval expired ({reason})"
-        try:
-            # Taken out already: shielded, so that a cancelled sweep still answers them.
-            with trio.CancelScope(shield=True):
-                await self.writer.append(events)
-        except AuditUnavailable as exc:
-            for entry in entries:
-                entry.resolve(Answer(run=False, error_code="audit_unavailable",
-                                     denied_reason=shown(str(exc), exc)))
-            return
-        for entry in entries:
-            self._release(entry)
-            entry.resolve(Answer(run=False, denied_code="expired", denied_reason=why))
+        commits = [_Commit(call=e.call, step=e.call.feed(Expired(reason=reason)), entry=e)
+                   for e in entries]
+        # Taken out already: shielded, so that a cancelled sweep still answers them.
+        await self._commit(commits, shield=True)
 
     async def requester_gone(self, approval_id: int) -> bool:
         """loopd went away while its call waited: withdraw and record it, now.
 
-        False when someone else took the approval first.
+        False when someone else took the approval first.  Raises AuditUnavailable.
         """
         entry = self.pending.take(approval_id)
         if entry is None:
@@ -446,17 +415,10 @@ class Ledger:
         if entry.expired_at(self._clock()):
             await self.expire([entry])
             return True
-        event = ApprovalRecord(
-            call=U64(entry.call_id), approval_id=U64(entry.approval_id),
-            verdict="requester_gone", by=None, reason="the requester closed its connection",
-            redecision=None,
-        )
-        try:
-            await self.writer.append([event])
-            self._release(entry)
-        finally:
-            entry.resolve(Answer(run=False, denied_code="expired",
-                                 denied_reason="the requester went away"))
+        commit = _Commit(call=entry.call, step=entry.call.feed(RequesterGone()), entry=entry)
+        _, failure = await self._commit([commit])
+        if failure is not None:
+            raise failure
         return True
 
     async def attempt(self, approval_id: int | None, *, by: int, reason: str) -> None:
@@ -521,3 +483,14 @@ class Ledger:
             self._dirty_event = trio.Event()
             with trio.CancelScope(shield=True):
                 await self.flush_states()
+
+
+def _answers(step: Step) -> bool:
+    """The step answers a pending approval (its waiter is resolved with the reply)."""
+    return any(isinstance(e, ReleaseApproval) for e in step.effects)
+
+
+def _reply_of(step: Step) -> Reply:
+    if step.reply is None:  # pragma: no cover - every decision and result has a reply
+        raise AssertionError("a step without its reply")
+    return step.reply

@@ -1,8 +1,10 @@
 """The one place where brokerd turns the policy's answers into its own terms.
 
 `decide`/`redecide` come from `boxmaker.policy` (the only builders of a
-Decision); a `RunSpec` comes from `build_run_spec` (the only builder of one),
-and only from an allowed Decision.
+Decision); `verdict_of` turns a Decision or Ask into the lifecycle's verdict
+(`Allow`, `AskOwner`, `Deny`), the one shape the call table, the audit records
+and the answers are made from.  A `RunSpec` comes from `build_run_spec` (the
+only builder of one), and only from an `Allow`, which holds an allowed Decision.
 """
 
 from __future__ import annotations
@@ -17,20 +19,23 @@ from ..policy._decision import Ask, Decision, ProtectedPaths, ToolCall
 from ..policy._model import GrantSet, GrantState
 from ..proto._args import FILE_TOOLS
 from ..proto._taint import Taint
-from ._ledger import Ruling
+from ._lifecycle import Allow, AskOwner, Deny, Verdict
 from .runner._spec import RunSpec, build_run_spec
 
 
-def ruling_of(result: Decision | Ask) -> Ruling:
+def verdict_of(result: Decision | Ask) -> Verdict:
+    """The policy's Decision or Ask as a verdict (the one reshaping of it)."""
     if isinstance(result, Ask):
-        return Ruling(kind="ask", reason=result.reason, grant=result.grant,
-                      label=result.label or "public", untrusted=bool(result.untrusted),
-                      ask=result)
+        return AskOwner(result)
     if result.allowed:
-        return Ruling(kind="allowed", reason=result.reason, grant=result.grant,
-                      label=result.label or "public", untrusted=bool(result.untrusted),
-                      decision=result)
-    return Ruling(kind="denied", code=result.code, reason=result.reason, grant=result.grant)
+        return Allow(result)
+    return _denial(result)
+
+
+def _denial(decision: Decision) -> Deny:
+    if decision.code is None:  # pragma: no cover - a denied Decision has its code
+        raise TypeError("a denied Decision without a code")
+    return Deny(code=decision.code, reason=decision.reason, grant=decision.grant)
 
 
 @attrs.define
@@ -42,25 +47,22 @@ class PolicyLink:
         return cls(ProtectedPaths.of(protected))
 
     def decide(self, tool: str, args: dict[str, Any], taint: Taint,
-               grants: GrantState) -> Ruling:
-        return ruling_of(decide(ToolCall(tool=tool, args=args), taint, grants, self.protected))
+               grants: GrantState) -> Verdict:
+        return verdict_of(decide(ToolCall(tool=tool, args=args), taint, grants, self.protected))
 
-    def redecide(self, ask: Any, taint: Taint, grants: GrantState) -> Ruling:
-        if not isinstance(ask, Ask):  # pragma: no cover - our own bug
-            raise TypeError("redecide needs the policy's Ask")
-        return ruling_of(redecide(ask, taint, grants, self.protected))
+    def redecide(self, asked: AskOwner, taint: Taint, grants: GrantState) -> Allow | Deny:
+        again = redecide(asked.ask, taint, grants, self.protected)
+        return Allow(again) if again.allowed else _denial(again)
 
     def run_spec(self, *, call_id: int, session: str, tool: str, args: dict[str, Any],
-                 ruling: Ruling, grants: GrantState | None = None) -> RunSpec:
-        decision = ruling.decision
-        if not isinstance(decision, Decision) or not decision.allowed:  # pragma: no cover
-            raise TypeError("a RunSpec is built only from an allowed Decision")
+                 allow: Allow, grants: GrantState | None = None) -> RunSpec:
+        decision = allow.decision
         parsed = decision.args.as_json() if decision.args is not None else args
         return build_run_spec(
             call_id=call_id, session=session, tool=tool, args=parsed,
             grant=decision.grant, grant_entry=decision.grant_entry,
             private_network=decision.private_network,
-            label=decision.label or "public", untrusted=bool(decision.untrusted),
+            label=allow.label, untrusted=allow.untrusted,
             deny_paths=deny_paths(grants, tool),
         )
 

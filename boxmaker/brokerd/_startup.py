@@ -168,9 +168,6 @@ async def prepare_daemon(config: BrokerdConfig, startup: AuditStartup, *,
     """Build the Daemon over the opened log.  Raises StartFailed for bad runner settings."""
     writer = startup.writer
     warnings = _audit_report_warnings(config, startup)
-    ledger = Ledger(writer=writer, sessions_dir=config.sessions_dir, taints=startup.taints,
-                    known_sessions=startup.known_sessions, state_fsync=config.fsync,
-                    state_in_thread=state_in_thread)
     watcher = GrantsWatcher(config.grants)
     grants, _ = watcher.refresh()
     _warn_about_grants(config, grants)
@@ -183,6 +180,10 @@ async def prepare_daemon(config: BrokerdConfig, startup: AuditStartup, *,
                     "See %s",
                     ", ".join([*protected.missing, *protected.unknown]),
                     condition("runner_unavailable"))
+    link = PolicyLink.of(protected.spellings)
+    ledger = Ledger(writer=writer, sessions_dir=config.sessions_dir, taints=startup.taints,
+                    link=link, known_sessions=startup.known_sessions, state_fsync=config.fsync,
+                    state_in_thread=state_in_thread, ttl_ms=config.ttl_ms)
     runtime = await make_runtime(config, protected)
     if not runtime.ok:
         log.warning("runner %s: %s; allowed calls answer runner_unavailable. "
@@ -214,7 +215,7 @@ async def prepare_daemon(config: BrokerdConfig, startup: AuditStartup, *,
     run_queue = RunQueue(max_concurrent=config.max_concurrent, max_queued=config.max_queued,
                          timeout_s=config.queue_timeout_ms / 1000)
     daemon = Daemon(config=config, ledger=ledger, watcher=watcher, runtime=runtime,
-                    link=PolicyLink.of(protected.spellings), version=__version__,
+                    link=link, version=__version__,
                     warnings=warnings, passkeys=passkeys, checkpoints=checkpoints,
                     run_queue=run_queue)
     return Prepared(daemon=daemon, grants=grants)

@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 import click
 
 from .._error_table import condition
-from ..brokerd._state import read_state
+from .._session_state import read_state
 from ..proto._convert import U64, U64_MAX, unstructure
 from ..proto._escape import escape_line
 from ..proto._json import dumps, dumps_terminal

@@ -33,6 +33,7 @@ import attrs
 import h11
 import trio
 
+from .._error_table import shown
 from .._errors import PeerError
 from .._http import InferenceError, InferenceUnavailable
 from .._http.client import HttpConnection
@@ -227,7 +228,7 @@ class _Exchange:
             upstream = await open_upstream(settings.upstream, tls=settings.tls,
                                            timeout_s=settings.connect_timeout_s)
         except InferenceUnavailable as exc:
-            log.warning("%s: %s", self.what, exc.message)
+            log.warning("%s: %s", self.what, shown(exc.message, exc, joiner=" "))
             await self._answer_error(502, "unavailable_error",
                                      "inferproxy cannot reach the inference server")
             return
@@ -261,7 +262,7 @@ class _Exchange:
                 api_key=settings.api_key, content_length=length, chunked=chunked))
             await self._forward_request_body(upstream)
         except InferenceError as exc:
-            log.warning("%s: %s", self.what, exc.message)
+            log.warning("%s: %s", self.what, shown(exc.message, exc, joiner=" "))
             await self._answer_error(502, "unavailable_error",
                                      "inferproxy: the inference server broke off the request")
             return
@@ -276,7 +277,7 @@ class _Exchange:
         if self.client_gone:
             log.info("%s: the client went away; closed the server connection", self.what)
         elif failed is not None:
-            log.warning("%s: %s", self.what, failed.message)
+            log.warning("%s: %s", self.what, shown(failed.message, failed, joiner=" "))
             if self.status is None:
                 await self._answer_error(502, "unavailable_error",
                                          "inferproxy: the inference server did not answer")

@@ -43,7 +43,7 @@ async def _handshake(stream: trio.abc.Stream, upstream: Upstream,
         cause = exc.__cause__ if exc.__cause__ is not None else exc
         raise InferenceUnavailable(
             f"the TLS handshake with the inference server at {upstream} failed:"
-            f" {shown(str(cause))} docs/runbook.md#inference-unavailable"
+            f" {shown(str(cause))}"
         ) from exc
     return ssl_stream
 
@@ -61,7 +61,7 @@ async def open_upstream(upstream: Upstream, *, tls: ssl.SSLContext | None,
         except OSError as exc:
             raise InferenceUnavailable(
                 f"cannot connect to the inference server at {upstream}:"
-                f" {shown(exc.strerror or str(exc))} docs/runbook.md#inference-unavailable"
+                f" {shown(exc.strerror or str(exc))}"
             ) from exc
         if upstream.tls:
             if tls is None:
@@ -74,7 +74,6 @@ async def open_upstream(upstream: Upstream, *, tls: ssl.SSLContext | None,
         return HttpConnection(stream, endpoint)
     assert scope.cancelled_caught
     raise InferenceTimeout(
-        f"cannot connect to the inference server at {upstream} within {timeout_s} s"
-        " docs/runbook.md#inference-unavailable",
+        f"cannot connect to the inference server at {upstream} within {timeout_s} s",
         phase="connect",
     )

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 import trio
 
-from .._error_table import bare, shown
+from .._error_table import shown
 from .._http import InferenceError
 from .._http.client import LlamaClient
 from ._command import Failed, config_option, load_or_fail
@@ -31,7 +31,7 @@ def self_test_cmd(config_path: Path | None) -> None:
             lambda: self_test(client, expected, load_timeout_s=inference.load_timeout_s)
         )
     except (InferenceError, InferenceMismatch) as exc:
-        raise Failed(f"self-test failed: {shown(bare(exc.message, exc), exc, joiner=' ')}") from exc
+        raise Failed(f"self-test failed: {shown(exc.message, exc, joiner=' ')}") from exc
     for line in report.lines()[1:]:
         click.echo(line)
     click.echo("self-test passed")

@@ -21,7 +21,7 @@ import attrs
 import trio
 
 from .. import __version__, _sd
-from .._error_table import bare, shown
+from .._error_table import shown
 from .._errors import PeerError, UnavailableError
 from .._framed_server import MAX_FRAME, FramedServer, FramedSocket, Wording
 from .._http import InferenceError
@@ -112,7 +112,7 @@ class LoopDaemon:
             raise StartFailed(f"loopd: {shown(exc.message, exc, joiner=' ')}") from exc
         except InferenceError as exc:
             raise StartFailed(
-                f"loopd: the self-test failed: {shown(bare(exc.message, exc), exc, joiner=' ')}"
+                f"loopd: the self-test failed: {shown(exc.message, exc, joiner=' ')}"
             ) from exc
         for line in report.lines():
             log.info("self-test: %s", line)
@@ -128,7 +128,7 @@ class LoopDaemon:
                      slot_file(conversation))
         except InferenceError as exc:
             log.info("slot restore for %s failed (costs only time): %s", conversation,
-                     escape_line(exc.message))
+                     escape_line(shown(exc.message, exc, joiner=" ")))
         self.slot_owner = conversation
 
     async def _save_slot(self, conversation: str) -> None:
@@ -136,7 +136,7 @@ class LoopDaemon:
             await self.llama.save_slot(self.config.inference.slot, slot_file(conversation))
         except InferenceError as exc:
             log.info("slot save for %s failed (costs only time): %s", conversation,
-                     escape_line(exc.message))
+                     escape_line(shown(exc.message, exc, joiner=" ")))
         self.slot_owner = conversation
 
     async def status(self) -> LoopStatus:
@@ -151,7 +151,7 @@ class LoopDaemon:
                 if mismatches:
                     reason = shown("; ".join(mismatches), InferenceMismatch, joiner=" ")
             except InferenceError as exc:
-                reason = exc.message
+                reason = shown(exc.message, exc, joiner=" ")
         if scope.cancelled_caught:
             reason = "the inference server did not answer within 5 s"
         broker_reason = await self._broker_check()
@@ -280,7 +280,7 @@ class LoopDaemon:
         except CoreUnreadable as exc:
             return error_answer("core_unreadable", shown(str(exc), exc))
         except InferenceError as exc:
-            return error_answer("inference_unavailable", bare(exc.message, exc))
+            return error_answer("inference_unavailable", exc.message)
         except (TurnTimeout, ConversationDamaged, EventTooLarge) as exc:
             return error_answer("turn_failed", str(exc))
         except OSError as exc:

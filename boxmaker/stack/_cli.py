@@ -20,7 +20,7 @@ from .. import __version__
 from .._brokerd_config import BrokerdConfig
 from .._brokerd_config import ConfigError as BrokerdConfigError
 from .._brokerd_config import load_config as load_brokerd_config
-from .._error_table import ERROR_RUNBOOKS
+from .._error_table import ERROR_RUNBOOKS, shown
 from .._paths import boxmaker_home
 from .._qr import terminal_qr
 from ._home import brokerd_toml, write_starter_home
@@ -104,8 +104,9 @@ def _probe_server(upstream: str) -> tuple[int, int] | None:
         client = LlamaClient(Endpoint.from_url(upstream), request_timeout_s=10)
         props = trio.run(client.props)
     except (InferenceError, ValueError) as exc:
+        why = shown(exc.message, exc, joiner=" ") if isinstance(exc, InferenceError) else exc
         click.echo(f"boxmaker: could not ask {upstream} for its slots and context "
-                   f"({exc}); loopd.toml gets the defaults, and loopd's self-test will say "
+                   f"({why}); loopd.toml gets the defaults, and loopd's self-test will say "
                    "what to change", err=True)
         return None
     click.echo(f"inference server: {props.total_slots} slots, {props.n_ctx} tokens of context "

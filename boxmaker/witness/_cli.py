@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 import trio
 
+from .. import _trio_run
 from .._error_table import condition
 from .._keyfile import KeyFileError, load_key
 from .._sd import notify
@@ -63,7 +64,7 @@ def serve_command(config_path: Path) -> None:
             notify("READY=1")
 
     try:
-        trio.run(run)
+        _trio_run.run(run)
     except StateDamaged as exc:
         _fail(f"the state is damaged ({exc}); refusing to start")
     except OSError as exc:

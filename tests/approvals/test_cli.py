@@ -97,9 +97,5 @@ def test_a_port_in_use_stops_it(tmp_path: Path) -> None:
     assert _serve_on_a_busy_port(tmp_path).returncode == 1
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug (reported, issue 12 tests slice): the bind error is raised inside serve_page's "
-    "trio nursery and reaches `except OSError` wrapped in an ExceptionGroup, so the "
-    "promised 'could not start' message is a traceback instead"))
 def test_a_port_in_use_says_it_could_not_start(tmp_path: Path) -> None:
     assert "the approval page could not start" in _serve_on_a_busy_port(tmp_path).stderr

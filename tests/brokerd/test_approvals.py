@@ -11,20 +11,24 @@ import trio
 import trio.testing
 
 from boxmaker.brokerd._approvals import (
-    Answer,
     ApprovalIdsExhausted,
     PendingApproval,
     PendingTable,
     run_expiry_sweep,
 )
+from boxmaker.brokerd._lifecycle import AnswerDenied, CallLifecycle, CallRequest, Ticket
 from boxmaker.proto._taint import NEW_SESSION
 
 
 def entry(table: PendingTable, deadline: float) -> PendingApproval:
+    call = CallLifecycle(1, CallRequest(session="s", tool="echo", args={}, peer_uid=1,
+                                        peer_pid=2))
     return PendingApproval(
-        approval_id=table.new_id(), call_id=1, session="s", tool="echo", args={}, grant="g",
-        state=NEW_SESSION, requested_at="2026-11-29T07:00:00.000000Z",
-        expires_at="2026-11-29T07:10:00.000000Z", deadline=deadline, ttl_s=600.0, ask=None,
+        call=call, args={}, state=NEW_SESSION,
+        ticket=Ticket(approval_id=table.new_id(), grant="g",
+                      requested_at="2026-11-29T07:00:00.000000Z",
+                      expires_at="2026-11-29T07:10:00.000000Z", deadline=deadline, ttl_s=600.0,
+                      challenge=b""),
     )
 
 
@@ -84,7 +88,7 @@ def test_take_is_exactly_once() -> None:
 async def test_resolve_wakes_the_waiter() -> None:
     table = PendingTable()
     one = entry(table, 10)
-    answer = Answer(run=False, denied_code="refused")
+    answer = AnswerDenied(code="refused", reason="refused by the owner", grant="g")
     one.resolve(answer)
     assert one.answered and await one.wait() is answer
     with pytest.raises(AssertionError):
@@ -98,7 +102,7 @@ async def test_sweep_expires_on_time(autojump_clock: trio.testing.MockClock) -> 
     async def expire(entries: list[PendingApproval]) -> None:
         expired_at.append((trio.current_time(), [e.approval_id for e in entries]))
         for e in entries:
-            e.resolve(Answer(run=False, denied_code="expired"))
+            e.resolve(AnswerDenied(code="expired", reason="the approval expired", grant="g"))
 
     async with trio.open_nursery() as nursery:
         await nursery.start(run_expiry_sweep, table, expire)
@@ -112,8 +116,8 @@ async def test_sweep_expires_on_time(autojump_clock: trio.testing.MockClock) -> 
         table.add(taken)
         await trio.sleep(5)
         assert table.take(taken.approval_id) is taken  # answered by the owner instead
-        assert (await early.wait()).denied_code == "expired"
-        assert (await late.wait()).denied_code == "expired"
+        assert (await early.wait()).code == "expired"  # type: ignore[union-attr]
+        assert (await late.wait()).code == "expired"  # type: ignore[union-attr]
         nursery.cancel_scope.cancel()
     assert expired_at == [(start + 60, [early.approval_id]), (start + 600, [late.approval_id])]
     assert not taken.answered

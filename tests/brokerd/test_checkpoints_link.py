@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 import trio
 
+from boxmaker._checkpoint_config import CheckpointSettings
 from boxmaker._checkpoint_files import SIGNED, read_checkpoint, save_checkpoint
+from boxmaker._error_table import pointer_of
 from boxmaker._keyfile import create_key_file, read_key_file
-from boxmaker.brokerd._checkpoint_config import CheckpointSettings
 from boxmaker.brokerd._checkpoints_link import CheckpointKeyProblem, open_checkpoints
 from boxmaker.proto._checkpoint import Checkpoint, parse_signed_checkpoint, sign_checkpoint
 from boxmaker.proto._note import TYPE_ED25519, parse_verifier_key
@@ -57,8 +58,9 @@ def test_first_start_makes_the_key_and_its_public_half(tmp_path: Path) -> None:
 
 def test_a_deleted_key_is_never_replaced_silently(tmp_path: Path) -> None:
     home = home_with_log(tmp_path)
-    with pytest.raises(CheckpointKeyProblem, match="checkpoint-key-missing"):
+    with pytest.raises(CheckpointKeyProblem, match="never replaced silently") as caught:
         open_checkpoints(config(home), writer(), new_key=False, wall_clock=lambda: 0.0)
+    assert pointer_of(caught.value) == "docs/runbook.md#checkpoint-key-missing"
     assert not (home / "checkpoint.key").exists()
     runtime = open_checkpoints(config(home), writer(), new_key=True, wall_clock=lambda: 0.0)
     assert any("new checkpoint key" in w for w in runtime.warnings)

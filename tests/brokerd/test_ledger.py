@@ -18,18 +18,14 @@ from boxmaker.brokerd._audit_writer import (
     lock_audit_dir,
     open_audit_dir,
 )
-from boxmaker.brokerd._ledger import (
-    Decided,
-    Ledger,
-    NoSuchApproval,
-    NoSuchSession,
-    NotLower,
-    Ruling,
-)
+from boxmaker.brokerd._ledger import Ledger, NoSuchApproval, NoSuchSession, NotLower, Opened
+from boxmaker.brokerd._lifecycle import AnswerError, AnswerResult, CallRequest, Run, Started
+from boxmaker.brokerd._policy_link import PolicyLink
 from boxmaker.brokerd._state import read_state, write_state
+from boxmaker.policy._grants import parse_grant_texts
+from boxmaker.policy._model import GrantState
 from boxmaker.proto._audit import GENESIS_PREV, parse_record
 from boxmaker.proto._taint import FAIL_CLOSED, NEW_SESSION, Taint
-from boxmaker.proto._wire import ts_from_unix
 
 PRIVATE = Taint(label="private", untrusted=False)
 
@@ -52,31 +48,34 @@ def audit_dir(tmp_path: Path) -> Iterator[Path]:
     yield tmp_path / "audit"
 
 
+def grants(mode: str = "allow", label: str = "public", untrusted: bool = False) -> GrantState:
+    return parse_grant_texts({"echo.toml": f"""
+[[grant]]
+id = "g"
+tool = "echo"
+mode = "{mode}"
+label = "{label}"
+untrusted = {"true" if untrusted else "false"}
+max_label = "secret"
+when_untrusted = "{mode}"
+"""})
+
+
 def make_ledger(tmp_path: Path, fsync: Any = inline_fsync, write: Any = os.write,
                 taints: dict[str, tuple[Taint, int]] | None = None) -> Ledger:
     dir_fd = open_audit_dir(tmp_path / "audit")
     writer = AuditWriter(dir_fd=dir_fd, lock_fd=lock_audit_dir(dir_fd), next_seq=0,
                          prev=GENESIS_PREV, current_file=None, fsync=fsync, write=write)
     return Ledger(writer=writer, sessions_dir=tmp_path / "state" / "sessions",
-                  taints=taints or {}, state_in_thread=False)
+                  taints=taints or {}, link=PolicyLink.of(["/srv/boxmaker"]),
+                  state_in_thread=False, ttl_ms=60_000, wall_clock=lambda: 1_800_000_000.0)
 
 
-def rule(kind: str, **extra: Any) -> Any:
-    def decide(taint: Taint) -> Ruling:
-        if kind == "denied":
-            return Ruling(kind="denied", code="no_grant", reason="no grant", **extra)
-        return Ruling(kind=kind, grant="g", **extra)  # type: ignore[arg-type]
-
-    return decide
-
-
-async def decide(ledger: Ledger, kind: str = "allowed", session: str = "s1",
-                 **extra: Any) -> Decided:
-    return await ledger.decide(
-        session=session, tool="echo", args={"text": "x"}, peer_uid=1, peer_pid=2,
-        rule=rule(kind, **extra), grants_digest="0" * 64, ttl_ms=60_000,
-        wall_now=lambda: 1_800_000_000.0, format_time=ts_from_unix,
-    )
+async def decide(ledger: Ledger, mode: str = "allow", session: str = "s1",
+                 **extra: Any) -> Opened:
+    request = CallRequest(session=session, tool="echo", args={"text": "x"}, peer_uid=1,
+                          peer_pid=2)
+    return await ledger.decide(request, grants(mode, **extra))
 
 
 def lines(tmp_path: Path) -> list[Any]:
@@ -91,7 +90,7 @@ def lines(tmp_path: Path) -> list[Any]:
 async def test_steps_queue_synchronously_and_wait_for_the_fsync(tmp_path: Path) -> None:
     fsync = GatedFsync()
     ledger = make_ledger(tmp_path, fsync=fsync)
-    done: list[Decided] = []
+    done: list[Opened] = []
     async with trio.open_nursery() as nursery:
 
         async def one() -> None:
@@ -103,7 +102,7 @@ async def test_steps_queue_synchronously_and_wait_for_the_fsync(tmp_path: Path) 
         # Both steps queued their records at once (seqs 0..3), neither returned.
         assert ledger.writer.next_seq == 4 and done == []
         fsync.gate.set()
-    assert sorted(d.call_id for d in done) == [0, 2]
+    assert sorted(d.call.call_id for d in done) == [0, 2]
     assert fsync.calls <= 2  # group commit: the second step may share the first fsync
     kinds = [type(r.event).__name__ for r in lines(tmp_path)]
     assert kinds == ["BoundedCall", "DecisionRecord", "BoundedCall", "DecisionRecord"]
@@ -111,19 +110,22 @@ async def test_steps_queue_synchronously_and_wait_for_the_fsync(tmp_path: Path) 
 
 async def test_settle_raises_the_taint_as_it_is_now(tmp_path: Path) -> None:
     ledger = make_ledger(tmp_path)
-    first = await decide(ledger)
-    second = await decide(ledger)
-    after = await ledger.settle(call_id=first.call_id, session="s1", status="ok",
-                                label="private", untrusted=False, output={"text": "x"})
-    assert after == PRIVATE
-    after = await ledger.settle(call_id=second.call_id, session="s1", status="timeout",
-                                label="public", untrusted=True, output=None)
-    assert after == Taint(label="private", untrusted=True)
-    nothing = await decide(ledger)
-    assert nothing.taint == Taint(label="private", untrusted=True)
-    kept = await ledger.settle(call_id=nothing.call_id, session="s1",
-                               status="runner_unavailable", label="secret", untrusted=True,
-                               output=None)
+    first = await decide(ledger, label="private")
+    second = await decide(ledger, untrusted=True)
+    first.call.feed(Started())
+    second.call.feed(Started())
+    reply = await ledger.settle(first.call, "ok", {"text": "x"}, None)
+    assert isinstance(reply, AnswerResult) and reply.label == "private"
+    assert ledger.taint_of("s1") == PRIVATE
+    await ledger.settle(second.call, "timeout", None, None)
+    assert ledger.taint_of("s1") == Taint(label="private", untrusted=True)
+    nothing = await decide(ledger, untrusted=True)
+    call_record = [r.event for r in lines(tmp_path) if type(r.event).__name__ == "DecisionRecord"]
+    assert call_record[-1].state == Taint(label="private", untrusted=True)
+    assert isinstance(nothing.reply, Run)
+    reply = await ledger.not_run(nothing.call, "the queue is full")
+    assert isinstance(reply, AnswerError) and reply.code == "runner_unavailable"
+    kept = ledger.taint_of("s1")
     assert kept == Taint(label="private", untrusted=True)
     results = [r.event for r in lines(tmp_path) if type(r.event).__name__ == "ResultRecord"]
     assert results[0].output is not None and results[0].output.bytes == len(b'{"text":"x"}')
@@ -138,17 +140,11 @@ async def test_answer_takes_exactly_once(tmp_path: Path) -> None:
     asked = await decide(ledger, "ask")
     assert asked.approval is not None
     approval_id = asked.approval.approval_id
-
-    def redecide(entry: Any, taint: Taint) -> Ruling:
-        return Ruling(kind="allowed", grant="g")
-
-    await ledger.answer(approval_id, verdict="approved", by=1000, reason=None,
-                        redecide=redecide)
+    await ledger.answer(approval_id, grants("ask"), by=1000)
     with pytest.raises(NoSuchApproval):
-        await ledger.answer(approval_id, verdict="refused", by=1000, reason=None,
-                            redecide=redecide)
+        await ledger.answer(approval_id, grants("ask"), by=1000, refuse=True)
     answer = await asked.approval.wait()
-    assert answer.run and answer.decision == Ruling(kind="allowed", grant="g")
+    assert isinstance(answer, Run) and answer.allow.grant == "g"
     approval = lines(tmp_path)[-1].event
     assert approval.verdict == "approved" and approval.by == 1000
 
@@ -175,8 +171,8 @@ async def test_damaged_state_file_is_secret_untrusted(tmp_path: Path) -> None:
     sessions.mkdir(parents=True)
     (sessions / "hurt.json").write_bytes(b"{broken")
     write_state(sessions, "fine", PRIVATE, 0)
-    decided = await decide(ledger, session="hurt")
-    assert decided.taint == FAIL_CLOSED
+    await decide(ledger, session="hurt")
+    assert ledger.taint_of("hurt") == FAIL_CLOSED
     assert lines(tmp_path)[-1].event.state == FAIL_CLOSED
     assert ledger.taint_of("fine") == PRIVATE  # a sound file is a cache the ledger uses
     assert ledger.session_count() == 2
@@ -194,10 +190,13 @@ async def test_unavailable_is_sticky_and_nothing_is_answered_as_recorded(tmp_pat
 
     ledger = make_ledger(tmp_path, write=write)
     await decide(ledger)
+    for mode in ("allow", "ask", "deny"):
+        opened = await decide(ledger, mode)
+        assert isinstance(opened.reply, AnswerError) and opened.reply.code == "audit_unavailable"
+        assert "No space left on device" in opened.reply.message
+        assert opened.approval is None
     with pytest.raises(AuditUnavailable):
-        await decide(ledger)
-    with pytest.raises(AuditUnavailable):
-        await decide(ledger, "ask")
+        await ledger.record([])
     assert len(ledger.pending) == 0  # an ask that was not recorded never waits
 
 
@@ -206,7 +205,32 @@ async def test_a_session_seen_in_the_log_exists(tmp_path: Path) -> None:
     writer = AuditWriter(dir_fd=dir_fd, lock_fd=lock_audit_dir(dir_fd), next_seq=0,
                          prev=GENESIS_PREV, current_file=None, fsync=inline_fsync)
     ledger = Ledger(writer=writer, sessions_dir=tmp_path / "sessions", taints={},
-                    known_sessions=["seen"], state_in_thread=False)
+                    link=PolicyLink.of([]), known_sessions=["seen"], state_in_thread=False)
     assert ledger.session_view("seen") == (NEW_SESSION, 0)
     assert ledger.session_view("never") is None
     await writer.aclose()
+
+
+def test_each_step_reads_and_feeds_synchronously_and_awaits_only_the_append() -> None:
+    """The "no await between reading the state and appending" rule, held by the
+    shape of the code: the `_..._now` halves are plain functions, and `_commit`
+    awaits nothing but the writer's append."""
+    import ast
+    import inspect
+
+    from boxmaker.brokerd import _ledger
+
+    tree = ast.parse(inspect.getsource(_ledger))
+    (ledger,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Ledger"]
+    methods = {f.name: f for f in ledger.body
+               if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    halves = [name for name in methods if name.endswith("_now")]
+    assert sorted(halves) == ["_answer_now", "_decide_now", "_settle_now"]
+    assert all(isinstance(methods[name], ast.FunctionDef) for name in halves)
+    awaited = [ast.unparse(n.value.func) for n in ast.walk(methods["_commit"])
+               if isinstance(n, ast.Await) and isinstance(n.value, ast.Call)]
+    assert awaited == ["self.writer.append", "self.writer.append"]  # shielded or not
+    for name in ("decide", "settle", "not_run", "answer"):
+        calls = [ast.unparse(n.value.func) for n in ast.walk(methods[name])
+                 if isinstance(n, ast.Await) and isinstance(n.value, ast.Call)]
+        assert set(calls) <= {"self._commit", "self.expire"}, (name, calls)

@@ -1,7 +1,8 @@
-"""The policy's answers in brokerd's terms (Decision/Ask -> Ruling), with protected paths."""
+"""The policy's answers as brokerd's verdicts (Allow, AskOwner, Deny), with protected paths."""
 
 from __future__ import annotations
 
+from boxmaker.brokerd._lifecycle import Allow, AskOwner, Deny
 from boxmaker.brokerd._policy_link import PolicyLink
 from boxmaker.policy._grants import parse_grant_texts
 from boxmaker.proto._taint import NEW_SESSION
@@ -22,20 +23,21 @@ hosts = ["docs.python.org"]
 """})
 
 
-def test_rulings() -> None:
+def test_verdicts() -> None:
     link = PolicyLink.of(["/srv/boxmaker"])
     allowed = link.decide("read_file", {"path": "/srv/notes/a"}, NEW_SESSION, GRANTS)
-    assert allowed.kind == "allowed" and allowed.grant == "notes"
+    assert isinstance(allowed, Allow) and allowed.grant == "notes"
     assert allowed.label == "private" and allowed.untrusted is False
     spec = link.run_spec(call_id=4, session="s1", tool="read_file",
-                         args={"path": "/srv/notes/a"}, ruling=allowed)
+                         args={"path": "/srv/notes/a"}, allow=allowed)
     assert spec.grant_entry == "/srv" and spec.label == "private"
     protected = link.decide("read_file", {"path": "/srv/boxmaker/audit/x"}, NEW_SESSION, GRANTS)
-    assert protected.kind == "denied" and protected.code == "protected"
+    assert isinstance(protected, Deny) and protected.code == "protected"
     asked = link.decide("http_fetch", {"url": "https://docs.python.org/3/"}, NEW_SESSION,
                         GRANTS)
-    assert asked.kind == "ask" and asked.grant == "docs" and asked.untrusted is True
-    again = link.redecide(asked.ask, NEW_SESSION, GRANTS)
-    assert again.kind == "allowed"
-    denied = link.redecide(asked.ask, NEW_SESSION, parse_grant_texts({}))
-    assert denied.kind == "denied" and denied.code == "changed"
+    assert isinstance(asked, AskOwner) and asked.grant == "docs"
+    assert asked.ask.untrusted is True
+    again = link.redecide(asked, NEW_SESSION, GRANTS)
+    assert isinstance(again, Allow)
+    denied = link.redecide(asked, NEW_SESSION, parse_grant_texts({}))
+    assert isinstance(denied, Deny) and denied.code == "changed"

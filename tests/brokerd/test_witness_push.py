@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import trio
 
+from boxmaker._checkpoint_config import WitnessSetting
 from boxmaker._checkpoint_files import cosigned_name, read_checkpoint
 from boxmaker._http11 import HttpRequest, HttpResponse, Url, serve_tcp
-from boxmaker.brokerd._checkpoint_config import WitnessSetting
 from boxmaker.brokerd._checkpointer import Checkpointer
 from boxmaker.brokerd._tiles import TreeStore
 from boxmaker.brokerd._witness_push import PushFailed, WitnessPusher

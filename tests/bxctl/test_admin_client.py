@@ -84,7 +84,7 @@ def test_a_socket_served_by_another_uid_gets_nothing(tmp_path: Path) -> None:
     assert not caught.value.sent and received == []
     assert f"served by uid {os.getuid()}" in caught.value.message
     assert "nothing was sent" in caught.value.message
-    assert "docs/runbook.md#daemon-unreachable" in caught.value.message
+    assert "docs/runbook.md#daemon-unreachable" in caught.value.format_message()
     assert caught.value.exit_code == EXIT_UNREACHABLE
 
 

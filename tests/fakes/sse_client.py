@@ -6,7 +6,8 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from boxmaker._http import Endpoint, Timeouts
+from boxmaker._error_table import pointer_of
+from boxmaker._http import Endpoint, InferenceError, Timeouts
 from boxmaker._http._sse import SSEEvent, SSEParser
 from boxmaker._http._sse_stream import open_sse
 from tests.fakes.llama_server import FakeLlamaServer, capture_body
@@ -15,6 +16,12 @@ RUNBOOK = "docs/runbook.md#inference-unavailable"
 CHAT = "/v1/chat/completions"
 BODY = json.dumps({"model": "local", "stream": True, "messages": []}).encode()
 LONG = Timeouts(connect_s=10, first_event_s=300, idle_s=60, total_s=None)
+
+
+def bare_and_pointed(error: InferenceError) -> bool:
+    """The message carries no pointer; the error table gives it, and str() shows it."""
+    return (RUNBOOK not in error.message and pointer_of(error) == RUNBOOK
+            and str(error) == f"{error.message} {RUNBOOK}")
 
 Start = Callable[[dict[str, Any]], Awaitable[tuple[FakeLlamaServer, Endpoint]]]
 

@@ -310,12 +310,17 @@ async def test_bad_http_gets_400_and_the_proxy_goes_on_serving() -> None:
             assert response.status == 200
 
 
-async def test_an_unreachable_upstream_is_502() -> None:
+async def test_an_unreachable_upstream_is_502(caplog: pytest.LogCaptureFixture) -> None:
     with trio.fail_after(20):
         async with running(upstream_port=free_port()) as h:
             response = await fetch(h.endpoint, "GET", "/health")
     assert response.status == 502
     assert error_of(response.body)["type"] == "unavailable_error"
+    assert error_of(response.body)["message"] == "inferproxy cannot reach the inference server"
+    # the log line names the server's failure and ends with its pointer, once
+    [line] = [r.getMessage() for r in caplog.records if "cannot connect" in r.getMessage()]
+    assert line.endswith(" docs/runbook.md#inference-unavailable")
+    assert line.count("docs/runbook.md#") == 1
 
 
 async def test_error_answers_of_the_server_pass_through() -> None:

@@ -77,7 +77,8 @@ async def test_still_loading(nursery: trio.Nursery, tmp_path: Path, autojump_clo
     client = await start(nursery, tmp_path, {"health": {"loading": -1}})
     with trio.fail_after(1000), pytest.raises(InferenceTimeout) as info:
         await self_test(client, EXPECTED, load_timeout_s=120)
-    assert info.value.message.endswith("docs/runbook.md#inference-unavailable")
+    assert info.value.message.endswith("after 120 s")  # the pointer is added where shown
+    assert pointer_of(info.value) == "docs/runbook.md#inference-unavailable"
 
 
 async def test_unreachable(tmp_path: Path) -> None:

@@ -210,3 +210,31 @@ async def test_a_socket_path_it_refuses_fails_the_start(tmp_path: Path) -> None:
     config = write_config(tmp_path)
     with pytest.raises(StartFailed, match=r"writable by group or others.*loopd-start-failed"):
         await serve(config)
+
+
+async def test_an_inference_failure_is_answered_with_the_pointer_in_its_field(
+        tmp_path: Path, nursery: trio.Nursery) -> None:
+    """02-wire: the message is the bare text; the pointer is the runbook field, once."""
+    loop = await start_loop(nursery, tmp_path, [
+        {"status": 500,
+         "body": {"error": {"code": 500, "message": "boom", "type": "server_error"}}},
+    ])
+    frames = await loop.ask(say(7))
+    assert frames[-1] == {"id": 7, "error": {
+        "code": "inference_unavailable",
+        "message": f"the inference server at unix:{tmp_path / 'llama.sock'} answered 500"
+                   " Internal Server Error: server_error (500): boom",
+        "runbook": "docs/runbook.md#inference-unavailable",
+    }}
+
+
+async def test_status_names_an_unreachable_server_with_its_pointer(
+        tmp_path: Path, nursery: trio.Nursery) -> None:
+    loop = await start_loop(nursery, tmp_path, [])
+    (tmp_path / "llama.sock").unlink()
+    [frame] = await loop.ask({"v": 1, "id": 5, "status": {}})
+    inference = frame["status"]["inference"]
+    assert inference["ok"] is False
+    assert inference["reason"] == (f"cannot connect to the inference server at"
+                                   f" unix:{tmp_path / 'llama.sock'}: No such file or directory"
+                                   " docs/runbook.md#inference-unavailable")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from boxmaker.proto._note import parse_verifier_key
@@ -75,10 +74,6 @@ def test_serve_refuses_to_start_on_a_damaged_state(tmp_path: Path) -> None:
     assert result.exit_code == 1
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug (reported, issue 12 tests slice): serve() raises StateDamaged inside the trio "
-    "nursery, so it reaches _cli.serve_command wrapped in an ExceptionGroup and the "
-    "`except StateDamaged` there never matches: a traceback, no runbook pointer"))
 def test_serve_says_why_it_refuses_a_damaged_state(tmp_path: Path) -> None:
     result = CliRunner().invoke(witness, ["serve", "--config", str(_damaged(tmp_path))])
     assert "the state is damaged" in result.stderr and POINTER in result.stderr

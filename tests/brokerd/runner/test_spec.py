@@ -29,10 +29,16 @@ def test_other_modules_cannot_construct_one() -> None:
 
 
 def test_brokerd_builds_it_only_from_an_allowed_decision() -> None:
-    from boxmaker.brokerd._ledger import Ruling
-    from boxmaker.brokerd._policy_link import PolicyLink
+    from boxmaker.brokerd._lifecycle import Allow
+    from boxmaker.policy._decide import decide
+    from boxmaker.policy._decision import ProtectedPaths, ToolCall
+    from boxmaker.policy._grants import parse_grant_texts
+    from boxmaker.proto._taint import NEW_SESSION
 
-    link = PolicyLink.of(["/srv/boxmaker"])
+    denied = decide(ToolCall(tool="echo", args={"text": "x"}), NEW_SESSION,
+                    parse_grant_texts({}), ProtectedPaths.of(["/srv/boxmaker"]))
+    assert not denied.allowed
     with pytest.raises(TypeError, match="allowed Decision"):
-        link.run_spec(call_id=1, session="s1", tool="echo", args={"text": "x"},
-                      ruling=Ruling(kind="allowed", grant="g"))
+        Allow(denied)
+    with pytest.raises(TypeError, match="allowed Decision"):
+        Allow("allowed")  # type: ignore[arg-type]

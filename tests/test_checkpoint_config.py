@@ -1,4 +1,4 @@
-"""brokerd.toml's [checkpoints] resolved (boxmaker/brokerd/_checkpoint_config.py)."""
+"""brokerd.toml's [checkpoints] resolved (boxmaker/_checkpoint_config.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from boxmaker.brokerd._checkpoint_config import (
+from boxmaker._checkpoint_config import (
     INTERVAL_MS_MAX,
     INTERVAL_MS_MIN,
     MAX_WITNESSES,
