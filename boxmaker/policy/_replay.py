@@ -1,10 +1,12 @@
 """Re-deciding recorded calls (`bxctl grants replay`, 07-bxctl): pure, no I/O.
 
-`Redecider` runs the one `decide` of this package for a recorded call at the
-taint of its decision record, with a grant state and the protected paths.
-`decide` is pure, so a call with the same tool, arguments and taint always
-gets the same answer: a bounded cache keyed by those (the arguments as their
-stored canonical text) saves the work for the calls a history repeats.
+`Redecider` runs the judgement of the one `decide` of this package (`judge`,
+D0..D8) for a recorded call at the taint of its decision record, with a grant
+state and the protected paths; of the verdict it keeps the outcome, the grant
+and the result taint (no reason is put into words).  `judge` is pure, so a call
+with the same tool, arguments and taint always gets the same answer: a bounded
+cache keyed by those (the arguments as their stored canonical text) saves the
+work for the calls a history repeats.
 
 `ReplayTally` counts the was -> now matrix and picks the changed calls: a call
 changes when its outcome (`allowed`, `ask`, `denied:<code>`) changes; the
@@ -15,7 +17,7 @@ asked would now be allowed (then `replay` exits 1).
 from __future__ import annotations
 
 import json
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import attrs
 
@@ -23,16 +25,17 @@ from ..proto._escape import escape_line
 from ..proto._history import HistoryCall
 from ..proto._json import dumps
 from ..proto._taint import Label, Taint
-from ._decide import decide
-from ._decision import Ask, Decision, ProtectedPaths, ToolCall
+from ._decision import ProtectedPaths
 from ._model import GrantState
+from ._verdict import judge
 
 CACHE_SIZE: Final = 65_536
 
 
-@attrs.frozen(kw_only=True, slots=True)
-class Redecided:
-    """The outcome a grant state gives a recorded call now."""
+class Redecided(NamedTuple):
+    """The outcome a grant state gives a recorded call now.
+
+    (A named tuple: one is made for each of a million calls.)"""
 
     outcome: str
     grant: str | None
@@ -42,28 +45,14 @@ class Redecided:
     matched: tuple[str, ...]
 
 
-def outcome_of(result: Decision | Ask) -> str:
-    """`allowed`, `ask` or `denied:<code>`."""
-    if isinstance(result, Ask):
-        return "ask"
-    if result.allowed:
-        return "allowed"
-    return f"denied:{result.code}"
-
-
-def redecided_of(result: Decision | Ask) -> Redecided:
-    return Redecided(outcome=outcome_of(result), grant=result.grant, label=result.label,
-                     untrusted=result.untrusted, matched=result.matched)
-
-
 class Redecider:
-    """`decide` for recorded calls, with a bounded cache."""
+    """`decide`'s verdict for recorded calls, with a bounded cache."""
 
     def __init__(self, grants: GrantState, protected: ProtectedPaths,
                  cache_size: int = CACHE_SIZE) -> None:
         self.grants = grants
         self.protected = protected
-        self._cache: dict[tuple[str, str, Any], Redecided] = {}
+        self._cache: dict[tuple[str, str, str, bool], Redecided] = {}
         self._cache_size = cache_size
 
     def __call__(self, call: HistoryCall) -> Redecided:
@@ -71,14 +60,16 @@ class Redecider:
 
     def decide(self, tool: str, args_text: str, state: Taint) -> Redecided:
         """A call given as its tool, its arguments' stored text and its taint."""
-        key = (tool, args_text, state)
+        key = (tool, args_text, state.label, state.untrusted)
         cache = self._cache
         found = cache.get(key)
         if found is not None:
             return found
-        args = json.loads(args_text)
-        result = decide(ToolCall(tool=tool, args=args), state, self.grants, self.protected)
-        found = redecided_of(result)
+        verdict = judge(tool, json.loads(args_text), state, self.grants, self.protected,
+                        with_args=False)
+        winner = verdict.winner
+        found = Redecided(verdict.outcome, None if winner is None else winner[0].id,
+                          verdict.label, verdict.untrusted, verdict.matched_ids)
         if len(cache) >= self._cache_size:
             cache.clear()
         cache[key] = found
@@ -122,6 +113,18 @@ class ReplayTally:
         if change.widens:
             self.widening += 1
         return change
+
+    def merge(self, other: ReplayTally) -> None:
+        """Add the counts of a tally of later calls (a batch replayed elsewhere)."""
+        self.calls += other.calls
+        self.changes += other.changes
+        self.widening += other.widening
+        for was, row in other.matrix.items():
+            mine = self.matrix.get(was)
+            if mine is None:
+                mine = self.matrix[was] = {}
+            for now, count in row.items():
+                mine[now] = mine.get(now, 0) + count
 
     def matrix_json(self) -> dict[str, dict[str, int]]:
         """Sorted by outcome, for a stable document."""
