@@ -105,24 +105,33 @@ class DecidePool:
         self._lines: list[bytes] = []
         self._numbers: list[int] = []
         self._flying: deque[Future[_Answer]] = deque()
-
-    def on_line(self, content: bytes, facts: LineFacts) -> None:
+        self.on_line = self._line_taker()
         """`ChainVerifier`'s `on_line`: each line it takes in, in order."""
-        key = facts.key
-        if key == "call":
-            self._numbers.append(facts.seq)
-        elif key == "decision":
-            assert facts.call is not None
-            self._numbers.append(~facts.call)
-        else:
-            return
-        self._lines.append(content)
-        if len(self._lines) >= BATCH:
-            self._send()
+
+    def _line_taker(self) -> Callable[[bytes, LineFacts], None]:
+        # A closure over the two lists: it runs for every line of the log.
+        lines, numbers = self._lines, self._numbers
+        add_line, add_number = lines.append, numbers.append
+        send = self._send
+
+        def on_line(content: bytes, facts: LineFacts) -> None:
+            key = facts.key
+            if key == "call":
+                add_number(facts.seq)
+            elif key == "decision":
+                add_number(~facts.call)  # type: ignore[operator]  # a decision names one
+            else:
+                return
+            add_line(content)
+            if len(lines) >= BATCH:
+                send()
+
+        return on_line
 
     def _send(self) -> None:
-        batch = (b"\n".join(self._lines), self._numbers)
-        self._lines, self._numbers = [], []
+        batch = (b"\n".join(self._lines), self._numbers.copy())
+        self._lines.clear()
+        self._numbers.clear()
         self._flying.append(self._executor.submit(_decide_batch, batch))
         while len(self._flying) >= IN_FLIGHT:
             self._land()

@@ -296,31 +296,32 @@ def judge(tool: str, raw_args: Mapping[str, Any], taint: Taint, grants: GrantSta
             return _early("protected", parsed, base)
     # D3: matching grants.
     matched = matches(tool, path, url, grants)
-    # D4: applicable grants (a deny grant always applies; allow/ask up to its max_label).
+    if not matched:  # D7
+        return Verdict("no_grant", None, parsed, "", matched, [], None, None, None)
+    # D4: applicable grants (a deny grant always applies; allow/ask up to its max_label);
+    # D8: the result taint over the applicable non-deny grants; D5 + D6: the winner, by
+    # the strictest effective mode, then the most specific entry, then the smallest id.
     rank = _RANK[taint.label]
-    applicable = [m for m in matched
-                  if m[0].mode == "deny" or rank <= _RANK[m[0].max_label]]
-    # D7: nothing applies.
-    if not applicable:
-        code: DenialCode = "taint" if matched else "no_grant"
-        return Verdict(code, None, parsed, "", matched, applicable, None, None, None)
-    # D8: the result taint.
+    untrusted_session = taint.untrusted
+    applicable: list[Match] = []
     label: Label | None = None
     untrusted: bool | None = None
-    # D5 + D6: the strictest effective mode, then the most specific entry, then the
-    # smallest id.
-    untrusted_session = taint.untrusted
     winner: Match | None = None
     top: tuple[int, tuple[int, ...]] = (-1, ())
-    for m in applicable:
+    for m in matched:
         grant = m[0]
         if grant.mode != "deny":
+            if rank > _RANK[grant.max_label]:
+                continue
             label = grant.label if label is None or _RANK[grant.label] > _RANK[label] else label
             untrusted = bool(untrusted) or grant.untrusted
+        applicable.append(m)
         key = (STRICTNESS[grant.when_untrusted if untrusted_session else grant.mode], m[2])
         if winner is None or key > top or (key == top and grant.id < winner[0].id):
             winner, top = m, key
-    assert winner is not None
+    # D7: nothing applies.
+    if winner is None:
+        return Verdict("taint", None, parsed, "", matched, applicable, None, None, None)
     mode: Mode = winner[0].when_untrusted if untrusted_session else winner[0].mode
     return Verdict("denied_by_grant" if mode == "deny" else None, mode, parsed, "", matched,
                    applicable, winner, label, untrusted)

@@ -74,14 +74,6 @@ _PEER: Final = ',"peer":{"uid":'
 _TOOL_START: Final = '","tool":'
 
 
-def outcome_word(outcome: dict[str, Any]) -> str:
-    """A recorded `outcome` object -> `allowed`, `ask` or `denied:<code>`."""
-    ((tag, inner),) = outcome.items()
-    if tag == "denied":
-        return f"denied:{inner['code']}"
-    return str(tag)
-
-
 class HistoryReader:
     """Feed verified lines; get decided calls and approvals, oldest first."""
 

@@ -21,8 +21,11 @@ from unittest import mock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from boxmaker.policy import Ask, Decision, GrantSet, ProtectedPaths, ToolCall, _verdict, decide
+from boxmaker.policy import _verdict
+from boxmaker.policy._decide import decide
+from boxmaker.policy._decision import Ask, Decision, ProtectedPaths, ToolCall
 from boxmaker.policy._grants import parse_grant_texts
+from boxmaker.policy._model import GrantSet
 from boxmaker.policy._replay import Redecided, Redecider, ReplayTally
 from boxmaker.policy._verdict import fast_target, parse_call_args
 from boxmaker.proto._args import FILE_TOOLS, TOOLS, ArgsError, parse_args
