@@ -80,9 +80,8 @@ class Redecider:
             return found
         verdict = judge(tool, _loads(args_text), state, self.grants, self.protected,
                         with_args=False)
-        winner = verdict.winner
-        found = Redecided(verdict.outcome, None if winner is None else winner[0].id,
-                          verdict.label, verdict.untrusted, verdict.matched_ids)
+        found = Redecided(verdict.outcome, verdict.grant, verdict.label, verdict.untrusted,
+                          verdict.matched_ids)
         if len(cache) >= self._cache_size:
             cache.clear()
         cache[key] = found

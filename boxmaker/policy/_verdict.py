@@ -25,7 +25,7 @@ its path, or a host pattern that names its host or a parent domain of it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, get_args
 
 from ..proto._args import (
     FILE_TOOLS,
@@ -60,7 +60,7 @@ None for echo) and that entry's specificity (D6)."""
 
 _RANK: Final[dict[str, int]] = {label: rank for rank, label in enumerate(LABELS)}
 _OUTCOME: Final[dict[str, str]] = {"allow": "allowed", "ask": "ask"}
-_DENIED: Final[dict[str, str]] = {}
+_DENIED: Final[dict[str, str]] = {code: f"denied:{code}" for code in get_args(DenialCode)}
 
 
 class Verdict:
@@ -92,10 +92,7 @@ class Verdict:
         if self.code is None:
             assert self.mode is not None
             return _OUTCOME[self.mode]
-        word = _DENIED.get(self.code)
-        if word is None:
-            word = _DENIED[self.code] = f"denied:{self.code}"
-        return word
+        return _DENIED[self.code]
 
     @property
     def grant(self) -> str | None:
