@@ -23,12 +23,12 @@ from .._audit_files import log_size, verify_directory
 from ..policy._decision import ProtectedPaths
 from ..policy._explain import report_lines as grants_report_lines
 from ..policy._model import GrantSet, InvalidGrantSet
-from ..policy._replay import Change, Redecider, ReplayTally, change_json, change_line
+from ..policy._replay import Redecided, Redecider, ReplayTally, change_json, change_line
 from ..proto._convert import unstructure
 from ..proto._escape import escape_line
-from ..proto._history import HistoryCall, HistoryReader, OnApproval, OnCall
+from ..proto._history import HistoryCall, HistoryReader, OnApproval, OnCall, OnLine
 from ..proto._json import dumps
-from ..proto._verify import ChainReport, OnLine
+from ..proto._verify import ChainReport
 from ._audit_cmd import PROGRESS_MIN_BYTES, NotFine, _parse_since
 from ._cli import App, pass_app
 from ._grants_cmd import _BrokerdConfigError, _load, brokerd_protected_paths, grants
@@ -140,8 +140,7 @@ def _emit_text(tally: ReplayTally, spool: IO[str]) -> None:
 
 
 def _replay_log(audit: Path, grant_set: GrantSet, protected: ProtectedPaths,
-                keep: Callable[[HistoryCall], bool] | None, tally: ReplayTally,
-                on_change: Callable[[Change], None]) -> ChainReport:
+                keep: Callable[[HistoryCall], bool] | None, tally: ReplayTally) -> ChainReport:
     """Read, verify and re-decide into `tally` the calls `keep` takes (None: every call):
     on a second core for a big log (`_replay_pool`)."""
     try:
@@ -149,16 +148,14 @@ def _replay_log(audit: Path, grant_set: GrantSet, protected: ProtectedPaths,
     except OSError:
         size = 0  # read_history says why
     if not parallel_worth_it(size):
-        redecide = Redecider(grant_set, protected)
+        redecide: Callable[[HistoryCall], Redecided] = Redecider(grant_set, protected)
 
         def on_call(call: HistoryCall) -> None:
             if keep is None or keep(call):
-                change = tally.add(call, redecide(call))
-                if change is not None:
-                    on_change(change)
+                tally.add(call, redecide(call))
 
         return read_history(audit, on_call)
-    pool = DecidePool(grant_set, protected, keep, tally, on_change)
+    pool = DecidePool(grant_set, protected, keep, tally)
     try:
         report = verify_lines(audit, pool.on_line)
         pool.finish()
@@ -189,14 +186,11 @@ def replay(app: App, grants_dir: Path | None, audit_dir: Path | None, since: str
     grant_set = load_valid_grants(grants_dir if grants_dir is not None else app.config.grants,
                                   as_json)
     audit = audit_dir if audit_dir is not None else app.config.audit
-    tally = ReplayTally()
     with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
-
-        def on_change(change: Change) -> None:
-            spool.write((dumps(change_json(change), ascii_only=True) if as_json
-                         else change_line(change)) + "\n")
-
-        report = _replay_log(audit, grant_set, protected, keep, tally, on_change)
+        tally = ReplayTally(on_change=lambda change: spool.write(
+            (dumps(change_json(change), ascii_only=True) if as_json else change_line(change))
+            + "\n"))
+        report = _replay_log(audit, grant_set, protected, keep, tally)
         if not report.ok:
             if as_json:
                 click.echo(dumps({"verified": False, "calls": 0, "matrix": {}, "changes": []}))

@@ -35,7 +35,6 @@ BATCH: Final = 8192
 IN_FLIGHT: Final = 4
 
 Keep = Callable[[HistoryCall], bool]
-OnChange = Callable[[Change], None]
 _Batch = tuple[bytes, list[int]]
 """Verified lines joined by ``\n`` (a line's bytes never hold one), and for each its
 `LineFacts` as one number: the seq of a `call`, ``~call`` for a `decision` (so < 0)."""
@@ -90,18 +89,17 @@ def parallel_worth_it(log_bytes: int) -> bool:
 
 
 class DecidePool:
-    """Feed verified lines in order (`on_line`); the tally and `on_change` get what the
-    calls among them come to, in the same order."""
+    """Feed verified lines in order (`on_line`); the tally gets what the calls among them
+    come to, in the same order."""
 
     def __init__(self, grants: GrantSet, protected: ProtectedPaths, keep: Keep | None,
-                 tally: ReplayTally, on_change: OnChange) -> None:
+                 tally: ReplayTally) -> None:
         """`keep`: the calls to replay (None: every call)."""
         # One worker: its reader pairs each call with its decision across batches.
         self._executor = ProcessPoolExecutor(
             max_workers=1, mp_context=multiprocessing.get_context("fork"),
             initializer=_start_worker, initargs=(grants, protected, keep))
         self._tally = tally
-        self._on_change = on_change
         self._lines: list[bytes] = []
         self._numbers: list[int] = []
         self._flying: deque[Future[_Answer]] = deque()
@@ -138,9 +136,7 @@ class DecidePool:
 
     def _land(self) -> None:
         tally, changes = self._flying.popleft().result()
-        self._tally.merge(tally)
-        for change in changes:
-            self._on_change(change)
+        self._tally.merge(tally, changes)
 
     def finish(self) -> None:
         """Decide what is left and wait for every answer."""

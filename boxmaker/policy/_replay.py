@@ -17,6 +17,7 @@ asked would now be allowed (then `replay` exits 1).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
 from typing import Any, Final, NamedTuple
 
 import attrs
@@ -104,13 +105,15 @@ def widens(was: str, now: str) -> bool:
 
 
 class ReplayTally:
-    """The was -> now matrix and the count of widening changes."""
+    """The was -> now matrix and the count of widening changes; `on_change` is given
+    each changed call, in order (what it returns is not looked at)."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_change: Callable[[Change], object] | None = None) -> None:
         self.calls = 0
         self.changes = 0
         self.widening = 0
         self.matrix: dict[str, dict[str, int]] = {}
+        self._on_change = on_change
 
     def add(self, call: HistoryCall, now: Redecided) -> Change | None:
         self.calls += 1
@@ -124,10 +127,16 @@ class ReplayTally:
         change = Change(call=call, now=now)
         if change.widens:
             self.widening += 1
+        if self._on_change is not None:
+            self._on_change(change)
         return change
 
-    def merge(self, other: ReplayTally) -> None:
-        """Add the counts of a tally of later calls (a batch replayed elsewhere)."""
+    def merge(self, other: ReplayTally, changes: Iterable[Change] = ()) -> None:
+        """Add the counts of a tally of later calls (a batch replayed elsewhere) and hand
+        on its changed calls (what its `add` returned, in order)."""
+        if self._on_change is not None:
+            for change in changes:
+                self._on_change(change)
         self.calls += other.calls
         self.changes += other.changes
         self.widening += other.widening

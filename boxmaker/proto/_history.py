@@ -68,6 +68,8 @@ class HistoryApproval:
 
 OnCall = Callable[[HistoryCall], None]
 OnApproval = Callable[[HistoryApproval], None]
+OnLine = Callable[[bytes, LineFacts], None]
+"""What takes the verifier's lines (`ChainVerifier`'s `on_line`), as `HistoryReader.feed`."""
 
 _ARGS_START: Final = ',"args":{'
 _PEER: Final = ',"peer":{"uid":'

@@ -26,7 +26,7 @@ from boxmaker.policy._decide import decide
 from boxmaker.policy._decision import Ask, Decision, ProtectedPaths, ToolCall
 from boxmaker.policy._grants import parse_grant_texts
 from boxmaker.policy._model import GrantSet
-from boxmaker.policy._replay import Redecided, Redecider, ReplayTally
+from boxmaker.policy._replay import Change, Redecided, Redecider, ReplayTally
 from boxmaker.policy._verdict import fast_target, parse_call_args
 from boxmaker.proto._args import FILE_TOOLS, TOOLS, ArgsError, parse_args
 from boxmaker.proto._history import HistoryCall
@@ -211,24 +211,28 @@ OUTCOMES = ["allowed", "ask", "denied:no_grant", "denied:taint"]
        cuts=st.lists(st.integers(0, 40), max_size=4))
 def test_a_tally_merged_from_batches_equals_the_whole(pairs: list[tuple[str, str]],
                                                       cuts: list[int]) -> None:
-    whole = ReplayTally()
-    merged = ReplayTally()
+    changes_whole: list[Change] = []
+    changes_merged: list[Change] = []
+    whole = ReplayTally(on_change=changes_whole.append)
+    merged = ReplayTally(on_change=changes_merged.append)
     bounds = [0, *sorted(min(c, len(pairs)) for c in cuts), len(pairs)]
-    changes_whole = []
-    changes_merged = []
+    returned = []
     for n, (was, now) in enumerate(pairs):
         change = whole.add(history_call(n, was), Redecided(now, None, None, None, ()))
         if change is not None:
-            changes_whole.append(change)
+            returned.append(change)
     for start, end in pairwise(bounds):
-        batch = ReplayTally()
+        batch = ReplayTally()  # as in the worker: its changes are what `add` returns
+        batch_changes = []
         for n in range(start, end):
             was, now = pairs[n]
             change = batch.add(history_call(n, was), Redecided(now, None, None, None, ()))
             if change is not None:
-                changes_merged.append(change)
-        merged.merge(batch)
+                batch_changes.append(change)
+        merged.merge(batch, batch_changes)
     assert (merged.calls, merged.changes, merged.widening) == (
         whole.calls, whole.changes, whole.widening)
     assert merged.matrix_json() == whole.matrix_json()
-    assert changes_merged == changes_whole
+    assert changes_merged == changes_whole == returned
+    assert [c.call.seq for c in returned] == [n for n, (was, now) in enumerate(pairs)
+                                              if was != now]
