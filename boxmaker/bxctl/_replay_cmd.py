@@ -29,7 +29,7 @@ from ..policy._replay import Redecided, Redecider, ReplayTally, change_json, cha
 from ..proto._chain_report import ChainReport
 from ..proto._convert import unstructure
 from ..proto._escape import escape_line
-from ..proto._history import HistoryCall, HistoryReader, OnApproval, OnCall
+from ..proto._history import HistoryCall, HistoryReader, OnApproval, OnCall, OnLine
 from ..proto._json import dumps
 from ._app import App, pass_app
 from ._audit_cmd import PROGRESS_MIN_BYTES, NotFine, _parse_since
@@ -60,13 +60,20 @@ def read_history(directory: Path, on_call: OnCall, on_approval: OnApproval | Non
 
     A progress bar on stderr for a big log when stderr is a terminal.  Raises NotFine
     when the directory cannot be read."""
-    reader = HistoryReader(on_call, on_approval)
+    return verify_lines(directory, HistoryReader(on_call, on_approval).feed, label=label)
+
+
+def verify_lines(directory: Path, on_line: OnLine, *, label: str = "replaying") -> ChainReport:
+    """Verify the log in `directory`, feeding each line taken into the chain to `on_line`.
+
+    A progress bar on stderr for a big log when stderr is a terminal.  Raises NotFine
+    when the directory cannot be read."""
     try:
         size = log_size(directory) if sys.stderr.isatty() else 0
         if size < PROGRESS_MIN_BYTES:
-            return verify_directory(directory, on_line=reader.feed)
+            return verify_directory(directory, on_line=on_line)
         with click.progressbar(length=size, label=label, file=sys.stderr) as bar:
-            return verify_directory(directory, on_line=reader.feed, progress=bar.update)
+            return verify_directory(directory, on_line=on_line, progress=bar.update)
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise NotFine(f"cannot read the audit log in {escape_line(os.fsdecode(directory))}: "
@@ -135,29 +142,24 @@ def _emit_text(tally: ReplayTally, spool: IO[str]) -> None:
 
 
 def _replay_log(audit: Path, grant_set: GrantSet, protected: ProtectedPaths,
-                keep: Callable[[HistoryCall], bool],
-                record: Callable[[HistoryCall, Redecided], None]) -> ChainReport:
-    """Read, verify and re-decide: on a second core for a big log (`_replay_pool`)."""
+                keep: Callable[[HistoryCall], bool] | None, tally: ReplayTally) -> ChainReport:
+    """Read, verify and re-decide into `tally` the calls `keep` takes (None: every call):
+    on a second core for a big log (`_replay_pool`)."""
     try:
         size = log_size(audit)
     except OSError:
         size = 0  # read_history says why
     if not parallel_worth_it(size):
-        redecide = Redecider(grant_set, protected)
+        redecide: Callable[[HistoryCall], Redecided] = Redecider(grant_set, protected)
 
         def on_call(call: HistoryCall) -> None:
-            if keep(call):
-                record(call, redecide(call))
+            if keep is None or keep(call):
+                tally.add(call, redecide(call))
 
         return read_history(audit, on_call)
-    pool = DecidePool(grant_set, protected, record)
+    pool = DecidePool(grant_set, protected, keep, tally)
     try:
-
-        def send(call: HistoryCall) -> None:
-            if keep(call):
-                pool(call)
-
-        report = read_history(audit, send)
+        report = verify_lines(audit, pool.on_line)
         pool.finish()
         return report
     finally:
@@ -181,21 +183,16 @@ def replay(app: App, grants_dir: Path | None, audit_dir: Path | None, since: str
     The log is verified first (one that does not verify is refused).  Exit 0 when
     nothing that was denied or asked would now be allowed, else 1.
     """
-    keep = since_filter(since)
+    keep = None if since is None else since_filter(since)
     protected = protected_paths(brokerd_config)
     grant_set = load_valid_grants(grants_dir if grants_dir is not None else app.config.grants,
                                   as_json)
     audit = audit_dir if audit_dir is not None else app.config.audit
-    tally = ReplayTally()
     with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
-
-        def record(call: HistoryCall, now: Redecided) -> None:
-            change = tally.add(call, now)
-            if change is not None:
-                spool.write((dumps(change_json(change), ascii_only=True) if as_json
-                             else change_line(change)) + "\n")
-
-        report = _replay_log(audit, grant_set, protected, keep, record)
+        tally = ReplayTally(on_change=lambda change: spool.write(
+            (dumps(change_json(change), ascii_only=True) if as_json else change_line(change))
+            + "\n"))
+        report = _replay_log(audit, grant_set, protected, keep, tally)
         if not report.ok:
             if as_json:
                 click.echo(dumps({"verified": False, "calls": 0, "matrix": {}, "changes": []}))

@@ -1,13 +1,17 @@
 """Re-deciding a long history on a second core (`bxctl grants replay`).
 
-Reading and verifying the log takes one core; `decide` for every call takes
-about as long again.  For a big log (`PARALLEL_MIN_BYTES`), `DecidePool` hands
-the calls in batches to one worker process, forked with the compiled grant set
-and the protected paths already in memory (a fork does not pickle `initargs`),
-while the reading goes on; the
-answers come back in the order the calls were read, so what replay prints is
-the same as without it (tests run both).  The worker runs the same pure
-`Redecider` (`boxmaker.policy.decide`); it does no I/O of its own.
+Reading and verifying the log takes one core; cutting each call out of its
+lines and deciding it takes most of another.  For a big log
+(`PARALLEL_MIN_BYTES`), `DecidePool` hands the `call` and `decision` lines the
+verifier has taken in (their bytes, as verified: the worker never reads the
+log itself) in batches to one worker process, forked with the compiled grant
+set, the protected paths and the `--since` filter already in memory (a fork
+does not pickle `initargs`), while the reading and verifying go on.  The
+worker runs the same `HistoryReader` and the same pure `Redecider`
+(`boxmaker.policy`) as a replay on one core, tallies each batch, and sends
+back only its counts and its changed calls, in the order they were read; so
+what replay prints is the same as without it (tests run both).  It does no
+I/O of its own.
 """
 
 from __future__ import annotations
@@ -21,37 +25,63 @@ from typing import Final
 
 from ..policy._decision import ProtectedPaths
 from ..policy._model import GrantSet
-from ..policy._replay import Redecided, Redecider
-from ..proto._history import HistoryCall
-from ..proto._taint import LABELS, Label, Taint
+from ..policy._replay import Change, Redecider, ReplayTally
+from ..proto._audit_scan import LineFacts
+from ..proto._history import HistoryCall, HistoryReader
 
 PARALLEL_MIN_BYTES: Final = 16 * 1024 * 1024
-BATCH: Final = 4096
+BATCH: Final = 8192
+"""Lines per batch (a `call` and its `decision` are two)."""
 IN_FLIGHT: Final = 4
 
-OnDecided = Callable[[HistoryCall, Redecided], None]
-_Key = tuple[str, str, Label, bool]
-"""tool, stored argument text, label, untrusted: plain values, cheap to pickle."""
-_Answer = tuple[str, str | None, Label | None, bool | None, tuple[str, ...]]
-_TAINTS: Final = {(t.label, t.untrusted): t for t in (
-    Taint(label=label, untrusted=untrusted) for label in LABELS for untrusted in (False, True))}
-
-_WORKER: dict[str, Redecider] = {}
-"""The worker's Redecider (in the worker process only)."""
+Keep = Callable[[HistoryCall], bool]
+_Batch = tuple[bytes, list[int]]
+"""Verified lines joined by ``\n`` (a line's bytes never hold one), and for each its
+`LineFacts` as one number: the seq of a `call`, ``~call`` for a `decision` (so < 0)."""
+_Answer = tuple[ReplayTally, list[Change]]
 
 
-def _start_worker(grants: GrantSet, protected: ProtectedPaths) -> None:
+class _Worker:
+    """The worker's reader, redecider and the tally of the batch at hand."""
+
+    def __init__(self, grants: GrantSet, protected: ProtectedPaths, keep: Keep | None) -> None:
+        self.decide = Redecider(grants, protected).decide
+        self.keep = keep
+        self.reader = HistoryReader(self.on_call)
+        self.tally = ReplayTally()
+        self.changes: list[Change] = []
+
+    def on_call(self, call: HistoryCall) -> None:
+        if self.keep is None or self.keep(call):
+            change = self.tally.add(call, self.decide(call.tool, call.args_text, call.state))
+            if change is not None:
+                self.changes.append(change)
+
+    def batch(self, batch: _Batch) -> _Answer:
+        self.tally = ReplayTally()
+        self.changes = []
+        feed_call = self.reader.feed_call
+        feed_decision = self.reader.feed_decision
+        joined, numbers = batch
+        for content, number in zip(joined.split(b"\n"), numbers, strict=True):
+            if number >= 0:
+                feed_call(content, number)
+            else:
+                feed_decision(content, ~number)
+        return self.tally, self.changes
+
+
+_WORKER: list[_Worker] = []
+"""The worker's state (in the worker process only)."""
+
+
+def _start_worker(grants: GrantSet, protected: ProtectedPaths, keep: Keep | None) -> None:
     # forked: the arguments are the parent's objects, not pickled copies
-    _WORKER["redecider"] = Redecider(grants, protected)
+    _WORKER.append(_Worker(grants, protected, keep))
 
 
-def _decide_batch(keys: list[_Key]) -> list[_Answer]:
-    decide = _WORKER["redecider"].decide
-    out: list[_Answer] = []
-    for tool, args_text, label, untrusted in keys:
-        r = decide(tool, args_text, _TAINTS[(label, untrusted)])
-        out.append((r.outcome, r.grant, r.label, r.untrusted, r.matched))
-    return out
+def _decide_batch(batch: _Batch) -> _Answer:
+    return _WORKER[0].batch(batch)
 
 
 def parallel_worth_it(log_bytes: int) -> bool:
@@ -59,40 +89,58 @@ def parallel_worth_it(log_bytes: int) -> bool:
 
 
 class DecidePool:
-    """Feed calls in order; `on_decided` gets each with its answer, in the same order."""
+    """Feed verified lines in order (`on_line`); the tally gets what the calls among them
+    come to, in the same order."""
 
-    def __init__(self, grants: GrantSet, protected: ProtectedPaths,
-                 on_decided: OnDecided) -> None:
+    def __init__(self, grants: GrantSet, protected: ProtectedPaths, keep: Keep | None,
+                 tally: ReplayTally) -> None:
+        """`keep`: the calls to replay (None: every call)."""
+        # One worker: its reader pairs each call with its decision across batches.
         self._executor = ProcessPoolExecutor(
             max_workers=1, mp_context=multiprocessing.get_context("fork"),
-            initializer=_start_worker, initargs=(grants, protected))
-        self._on_decided = on_decided
-        self._batch: list[HistoryCall] = []
-        self._flying: deque[tuple[Future[list[_Answer]], list[HistoryCall]]] = deque()
+            initializer=_start_worker, initargs=(grants, protected, keep))
+        self._tally = tally
+        self._lines: list[bytes] = []
+        self._numbers: list[int] = []
+        self._flying: deque[Future[_Answer]] = deque()
+        self.on_line = self._line_taker()
+        """`ChainVerifier`'s `on_line`: each line it takes in, in order."""
 
-    def __call__(self, call: HistoryCall) -> None:
-        self._batch.append(call)
-        if len(self._batch) >= BATCH:
-            self._send()
+    def _line_taker(self) -> Callable[[bytes, LineFacts], None]:
+        # A closure over the two lists: it runs for every line of the log.
+        lines, numbers = self._lines, self._numbers
+        add_line, add_number = lines.append, numbers.append
+        send = self._send
+
+        def on_line(content: bytes, facts: LineFacts) -> None:
+            key = facts.key
+            if key == "call":
+                add_number(facts.seq)
+            elif key == "decision":
+                add_number(~facts.call)  # type: ignore[operator]  # a decision names one
+            else:
+                return
+            add_line(content)
+            if len(lines) >= BATCH:
+                send()
+
+        return on_line
 
     def _send(self) -> None:
-        calls, self._batch = self._batch, []
-        keys = [(c.tool, c.args_text, c.state.label, c.state.untrusted) for c in calls]
-        self._flying.append((self._executor.submit(_decide_batch, keys), calls))
+        batch = (b"\n".join(self._lines), self._numbers.copy())
+        self._lines.clear()
+        self._numbers.clear()
+        self._flying.append(self._executor.submit(_decide_batch, batch))
         while len(self._flying) >= IN_FLIGHT:
             self._land()
 
     def _land(self) -> None:
-        future, calls = self._flying.popleft()
-        on_decided = self._on_decided
-        for call, (outcome, grant, label, untrusted, matched) in zip(
-                calls, future.result(), strict=True):
-            on_decided(call, Redecided(outcome=outcome, grant=grant, label=label,
-                                       untrusted=untrusted, matched=matched))
+        tally, changes = self._flying.popleft().result()
+        self._tally.merge(tally, changes)
 
     def finish(self) -> None:
         """Decide what is left and wait for every answer."""
-        if self._batch:
+        if self._lines:
             self._send()
         while self._flying:
             self._land()

@@ -1,13 +1,8 @@
 """`decide` and `redecide`: 03-policy D1..D8, pure (no I/O, no clock).
 
-Steps, marked in the code:
-
-- D0 an invalid grant set denies every call (`grants_invalid`);
-- D1 unknown tool; D2 arguments (strict, grammars); D2b protected paths;
-- D3 matching grants; D4 applicable grants; D5 effective mode;
-- D6 the winner (strictest mode, then most specific entry, then smallest id);
-- D7 no applicable grant: `taint` or `no_grant`;
-- D8 the result taint over all applicable matching non-deny grants.
+The rules are applied by `judge` (`_verdict.py`); `decide` puts its verdict
+into words: a `Decision` (allowed, or denied with a code) or an `Ask`, each
+with the reason a person reads.
 """
 
 from __future__ import annotations
@@ -16,12 +11,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-import attrs
-
 from .._error_table import DENIAL_RUNBOOKS, see
-from ..proto._args import FILE_TOOLS, TOOLS, ArgsError, ParsedArgs, parse_args
-from ..proto._grammar import Url
-from ..proto._taint import Label, Taint, label_rank, max_label
+from ..proto._args import TOOLS, ParsedArgs
+from ..proto._taint import Taint
 from ._decision import (
     Allowed,
     Ask,
@@ -33,14 +25,8 @@ from ._decision import (
     _build,
 )
 from ._load import GrantsMissing
-from ._model import STRICTNESS, Grant, GrantSet, GrantState, HostPattern, InvalidGrantSet
-
-
-@attrs.frozen(kw_only=True)
-class _Match:
-    grant: Grant
-    entry: str | None
-    specificity: tuple[int, ...]
+from ._model import GrantState, InvalidGrantSet
+from ._verdict import judge
 
 
 def _q(value: str) -> str:
@@ -54,75 +40,6 @@ def _subject(tool: str, parsed: ParsedArgs) -> str:
     if parsed.url is not None:
         return f"{tool} of {parsed.url.text}"
     return tool
-
-
-def _covers_port(grant: Grant, pattern: HostPattern, url: Url) -> bool:
-    """Scheme and port coverage of a host pattern (03-policy "Host patterns")."""
-    port = url.effective_port
-    if grant.mode == "deny":
-        return pattern.port is None or pattern.port == port
-    if url.scheme == "http" and not grant.http:
-        return False
-    if pattern.port is None:
-        return port == (443 if url.scheme == "https" else 80)
-    return port == pattern.port
-
-
-def _matches(tool: str, parsed: ParsedArgs, grants: GrantSet) -> list[_Match]:
-    """D3: every grant of the tool that covers the request, with its best entry."""
-    best: dict[str, _Match] = {}
-
-    def offer(grant: Grant, entry: str | None, specificity: tuple[int, ...]) -> None:
-        current = best.get(grant.id)
-        if current is None or specificity > current.specificity:
-            best[grant.id] = _Match(grant=grant, entry=entry, specificity=specificity)
-
-    if tool in FILE_TOOLS:
-        path = parsed.path
-        assert path is not None
-        # A grant path can only be a prefix that ends at a component boundary and has
-        # the length of some grant path of this tool: look up only those prefixes.
-        lengths = grants.path_lengths.get(tool, ())
-        size = len(path)
-        if len(lengths) <= path.count("/"):
-            cuts = [n for n in lengths if n == size or (n < size and path[n] == "/")]
-        else:
-            wanted = frozenset(lengths)
-            cuts = [size] if size in wanted else []
-            at = path.find("/", 1)
-            while at != -1:
-                if at in wanted:
-                    cuts.append(at)
-                at = path.find("/", at + 1)
-        for cut in cuts:
-            for grant, entry in grants.by_path.get((tool, path[:cut]), ()):
-                offer(grant, entry, (len(entry),))
-    elif tool == "http_fetch":
-        url = parsed.url
-        assert url is not None
-        host = url.host
-        candidates = list(grants.by_host.get((False, host), ()))
-        at = host.find(".")
-        while at != -1:
-            candidates.extend(grants.by_host.get((True, host[at + 1 :]), ()))
-            at = host.find(".", at + 1)
-        for grant, pattern in candidates:
-            if _covers_port(grant, pattern, url):
-                offer(grant, pattern.text, pattern.specificity)
-    else:  # echo: a grant covers every echo call
-        for grant in grants.by_tool.get(tool, ()):
-            offer(grant, None, ())
-    return list(best.values())
-
-
-def _applies(grant: Grant, taint: Taint) -> bool:
-    """D4: a deny grant always applies; allow/ask up to its max_label."""
-    return grant.mode == "deny" or label_rank(taint.label) <= label_rank(grant.max_label)
-
-
-def _effective_mode(grant: Grant, taint: Taint) -> str:
-    """D5."""
-    return grant.when_untrusted if taint.untrusted else grant.mode
 
 
 def _taint_word(taint: Taint) -> str:
@@ -189,93 +106,64 @@ def _decide(
     grants: GrantState,
     protected: ProtectedPaths,
 ) -> Decision | Ask:
+    """`judge`, and the verdict in words."""
     digest = grants.digest
+    verdict = judge(tool, raw_args, taint, grants, protected)
+    code = verdict.code
+    parsed = verdict.parsed
 
-    def deny(parsed: ParsedArgs | None, code: DenialCode, reason: str, **extra: Any) -> Decision:
+    def deny(reason: str, **extra: Any) -> Decision:
+        assert code is not None
         return _denied(tool, parsed, code, reason, taint=taint, digest=digest, **extra)
 
-    # D0: no valid grant set, no call.
-    if isinstance(grants, InvalidGrantSet):
-        return deny(None, "grants_invalid", _invalid_reason(grants))
-    # D1: unknown tool; the arguments are not parsed.
-    if tool not in TOOLS:
+    # D0..D2b: refused before any grant is looked at.
+    if code == "grants_invalid":
+        assert isinstance(grants, InvalidGrantSet)
+        return deny(_invalid_reason(grants))
+    if code == "unknown_tool":
+        return deny(f"unknown tool {_q(tool)}; the tools are {', '.join(TOOLS)}")
+    if code == "bad_args":
+        return deny(verdict.detail)
+    assert parsed is not None
+    if code == "protected":
         return deny(
-            None, "unknown_tool", f"unknown tool {_q(tool)}; the tools are {', '.join(TOOLS)}"
+            f"{parsed.path} is one of boxmaker's protected paths (under {verdict.detail}); "
+            "no grant can cover it"
         )
-    # D2: strict arguments and grammars.
-    try:
-        parsed = parse_args(tool, raw_args)
-    except ArgsError as exc:
-        return deny(None, "bad_args", str(exc))
-    # D2b: boxmaker's own paths, whatever the grants say.
-    if parsed.path is not None:
-        base = protected.covering(parsed.path)
-        if base is not None:
-            return deny(
-                parsed,
-                "protected",
-                f"{parsed.path} is one of boxmaker's protected paths (under {base}); "
-                "no grant can cover it",
-            )
     subject = _subject(tool, parsed)
-    # D3: matching grants.
-    matched = _matches(tool, parsed, grants)
-    matched_ids = tuple(sorted(m.grant.id for m in matched))
-    # D4: applicable grants.
-    applicable = [m for m in matched if _applies(m.grant, taint)]
-    applicable_ids = tuple(sorted(m.grant.id for m in applicable))
-    # D8 (computed here, reported with every outcome): the result taint.
-    label: Label | None = None
-    untrusted: bool | None = None
-    for m in applicable:
-        if m.grant.mode != "deny":
-            label = m.grant.label if label is None else max_label(label, m.grant.label)
-            untrusted = bool(untrusted) or m.grant.untrusted
     lists = {
-        "matched": matched_ids,
-        "applicable": applicable_ids,
-        "label": label,
-        "untrusted": untrusted,
+        "matched": verdict.matched_ids,
+        "applicable": verdict.applicable_ids,
+        "label": verdict.label,
+        "untrusted": verdict.untrusted,
     }
     # D7: nothing applies.
-    if not applicable:
-        if matched:
-            limits = ", ".join(
-                f"{m.grant.id} (max_label {m.grant.max_label})"
-                for m in sorted(matched, key=lambda m: m.grant.id)
-            )
-            return deny(
-                parsed,
-                "taint",
-                f"the session's label is {taint.label}; the grants that cover "
-                f"{subject} apply only up to: {limits}",
-                **lists,
-            )
-        return deny(parsed, "no_grant", f"no grant covers {subject}", **lists)
-
-    # D5 + D6: the strictest effective mode, then the most specific entry, then the smallest id.
-    def rank(m: _Match) -> tuple[int, tuple[int, ...]]:
-        return (STRICTNESS[_effective_mode(m.grant, taint)], m.specificity)
-
-    top = max(rank(m) for m in applicable)
-    winner = min((m for m in applicable if rank(m) == top), key=lambda m: m.grant.id)
-    grant = winner.grant
-    mode = _effective_mode(grant, taint)
+    if code == "taint":
+        limits = ", ".join(
+            f"{grant.id} (max_label {grant.max_label})"
+            for grant in sorted((m[0] for m in verdict.matched), key=lambda g: g.id)
+        )
+        return deny(
+            f"the session's label is {taint.label}; the grants that cover "
+            f"{subject} apply only up to: {limits}",
+            **lists,
+        )
+    if code == "no_grant":
+        return deny(f"no grant covers {subject}", **lists)
+    # D5 + D6: the winner.
+    winner = verdict.winner
+    mode = verdict.mode
+    assert winner is not None and mode is not None
+    grant, winner_entry, _ = winner
     how = (
         f"mode {grant.mode}"
         if mode == grant.mode or not taint.untrusted
         else (f"when_untrusted {mode}: the session is untrusted")
     )
-    entry = f", entry {winner.entry}" if winner.entry is not None else ""
-    win = {"grant": grant.id, "grant_entry": winner.entry, "private_network": grant.private_network}
+    entry = f", entry {winner_entry}" if winner_entry is not None else ""
+    win = {"grant": grant.id, "grant_entry": winner_entry, "private_network": grant.private_network}
     if mode == "deny":
-        return deny(
-            parsed,
-            "denied_by_grant",
-            f"grant {grant.id} denies {subject} ({how}{entry})",
-            **lists,
-            **win,
-        )
+        return deny(f"grant {grant.id} denies {subject} ({how}{entry})", **lists, **win)
     if mode == "ask":
         return _build(
             Ask,

@@ -24,6 +24,9 @@ Rule = Literal["G1", "G2", "G3", "G4", "G5", "G6", "G7", "G8", "G9"]
 
 EMPTY_DIGEST: Final = hashlib.sha256(b"").hexdigest()
 
+MEMO_SIZE: Final = 4096
+"""Directories a `GrantSet` remembers the covering grant paths of (then it starts over)."""
+
 
 @attrs.frozen(kw_only=True)
 class HostPattern:
@@ -138,17 +141,27 @@ class GrantSet:
         eq=False, repr=False
     )
     """(wildcard, name) -> the http_fetch grants with such a pattern."""
+    length_sets: dict[str, frozenset[int]] = attrs.field(eq=False, repr=False)
+    """tool -> `path_lengths` as a set."""
+    covering: dict[tuple[str, str], tuple[tuple[Grant, str], ...]] = attrs.field(
+        factory=dict, eq=False, repr=False
+    )
+    """(tool, directory) -> the (grant, path) entries that the directory equals or lies
+    below: a memo of `decide`'s (at most `MEMO_SIZE` entries), since the calls of a
+    session tend to stay in a few directories."""
 
     @classmethod
     def of(cls, grants: Iterable[Grant], digest: str) -> GrantSet:
         items = tuple(grants)
+        lengths = _path_lengths(items)
         return cls(
             grants=items,
             digest=digest,
             by_tool=_index_by_tool(items),
             by_path=_index_paths(items),
-            path_lengths=_path_lengths(items),
+            path_lengths=lengths,
             by_host=_index_hosts(items),
+            length_sets={tool: frozenset(sizes) for tool, sizes in lengths.items()},
         )
 
     @property

@@ -1,10 +1,12 @@
 """Re-deciding recorded calls (`bxctl grants replay`, 07-bxctl): pure, no I/O.
 
-`Redecider` runs the one `decide` of this package for a recorded call at the
-taint of its decision record, with a grant state and the protected paths.
-`decide` is pure, so a call with the same tool, arguments and taint always
-gets the same answer: a bounded cache keyed by those (the arguments as their
-stored canonical text) saves the work for the calls a history repeats.
+`Redecider` runs the judgement of the one `decide` of this package (`judge`,
+D0..D8) for a recorded call at the taint of its decision record, with a grant
+state and the protected paths; of the verdict it keeps the outcome, the grant
+and the result taint (no reason is put into words).  `judge` is pure, so a call
+with the same tool, arguments and taint always gets the same answer: a bounded
+cache keyed by those (the arguments as their stored canonical text) saves the
+work for the calls a history repeats.
 
 `ReplayTally` counts the was -> now matrix and picks the changed calls: a call
 changes when its outcome (`allowed`, `ask`, `denied:<code>`) changes; the
@@ -15,24 +17,27 @@ asked would now be allowed (then `replay` exits 1).
 from __future__ import annotations
 
 import json
-from typing import Any, Final
+from collections.abc import Callable, Iterable
+from typing import Any, Final, NamedTuple
 
 import attrs
 
+from ..proto._audit import scan_json
 from ..proto._escape import escape_line
 from ..proto._history import HistoryCall
 from ..proto._json import dumps
 from ..proto._taint import Label, Taint
-from ._decide import decide
-from ._decision import Ask, Decision, ProtectedPaths, ToolCall
+from ._decision import ProtectedPaths
 from ._model import GrantState
+from ._verdict import judge
 
 CACHE_SIZE: Final = 65_536
 
 
-@attrs.frozen(kw_only=True, slots=True)
-class Redecided:
-    """The outcome a grant state gives a recorded call now."""
+class Redecided(NamedTuple):
+    """The outcome a grant state gives a recorded call now.
+
+    (A named tuple: one is made for each of a million calls.)"""
 
     outcome: str
     grant: str | None
@@ -42,28 +47,26 @@ class Redecided:
     matched: tuple[str, ...]
 
 
-def outcome_of(result: Decision | Ask) -> str:
-    """`allowed`, `ask` or `denied:<code>`."""
-    if isinstance(result, Ask):
-        return "ask"
-    if result.allowed:
-        return "allowed"
-    return f"denied:{result.code}"
-
-
-def redecided_of(result: Decision | Ask) -> Redecided:
-    return Redecided(outcome=outcome_of(result), grant=result.grant, label=result.label,
-                     untrusted=result.untrusted, matched=result.matched)
+def _loads(text: str) -> Any:
+    """`json.loads` for the stored text of arguments: the C scanner alone when the text is
+    one JSON value from its first character to its last (as stored, canonical)."""
+    try:
+        value, end = scan_json(text, 0)
+        if end == len(text):
+            return value
+    except (StopIteration, ValueError):
+        pass  # json.loads says what is wrong
+    return json.loads(text)
 
 
 class Redecider:
-    """`decide` for recorded calls, with a bounded cache."""
+    """`decide`'s verdict for recorded calls, with a bounded cache."""
 
     def __init__(self, grants: GrantState, protected: ProtectedPaths,
                  cache_size: int = CACHE_SIZE) -> None:
         self.grants = grants
         self.protected = protected
-        self._cache: dict[tuple[str, str, Any], Redecided] = {}
+        self._cache: dict[tuple[str, str, str, bool], Redecided] = {}
         self._cache_size = cache_size
 
     def __call__(self, call: HistoryCall) -> Redecided:
@@ -71,14 +74,15 @@ class Redecider:
 
     def decide(self, tool: str, args_text: str, state: Taint) -> Redecided:
         """A call given as its tool, its arguments' stored text and its taint."""
-        key = (tool, args_text, state)
+        key = (tool, args_text, state.label, state.untrusted)
         cache = self._cache
         found = cache.get(key)
         if found is not None:
             return found
-        args = json.loads(args_text)
-        result = decide(ToolCall(tool=tool, args=args), state, self.grants, self.protected)
-        found = redecided_of(result)
+        verdict = judge(tool, _loads(args_text), state, self.grants, self.protected,
+                        with_args=False)
+        found = Redecided(verdict.outcome, verdict.grant, verdict.label, verdict.untrusted,
+                          verdict.matched_ids)
         if len(cache) >= self._cache_size:
             cache.clear()
         cache[key] = found
@@ -101,13 +105,15 @@ def widens(was: str, now: str) -> bool:
 
 
 class ReplayTally:
-    """The was -> now matrix and the count of widening changes."""
+    """The was -> now matrix and the count of widening changes; `on_change` is given
+    each changed call, in order (what it returns is not looked at)."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_change: Callable[[Change], object] | None = None) -> None:
         self.calls = 0
         self.changes = 0
         self.widening = 0
         self.matrix: dict[str, dict[str, int]] = {}
+        self._on_change = on_change
 
     def add(self, call: HistoryCall, now: Redecided) -> Change | None:
         self.calls += 1
@@ -121,7 +127,25 @@ class ReplayTally:
         change = Change(call=call, now=now)
         if change.widens:
             self.widening += 1
+        if self._on_change is not None:
+            self._on_change(change)
         return change
+
+    def merge(self, other: ReplayTally, changes: Iterable[Change] = ()) -> None:
+        """Add the counts of a tally of later calls (a batch replayed elsewhere) and hand
+        on its changed calls (what its `add` returned, in order)."""
+        if self._on_change is not None:
+            for change in changes:
+                self._on_change(change)
+        self.calls += other.calls
+        self.changes += other.changes
+        self.widening += other.widening
+        for was, row in other.matrix.items():
+            mine = self.matrix.get(was)
+            if mine is None:
+                mine = self.matrix[was] = {}
+            for now, count in row.items():
+                mine[now] = mine.get(now, 0) + count
 
     def matrix_json(self) -> dict[str, dict[str, int]]:
         """Sorted by outcome, for a stable document."""

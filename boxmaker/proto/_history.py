@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import attrs
 
@@ -36,9 +36,10 @@ _TAINTS: Final[dict[tuple[str, bool], Taint]] = {
 }
 
 
-@attrs.frozen(kw_only=True, slots=True)
-class HistoryCall:
-    """One recorded call with its recorded decision."""
+class HistoryCall(NamedTuple):
+    """One recorded call with its recorded decision.
+
+    (A named tuple: one is made for each of a million calls.)"""
 
     seq: int
     """The call id."""
@@ -67,6 +68,8 @@ class HistoryApproval:
 
 OnCall = Callable[[HistoryCall], None]
 OnApproval = Callable[[HistoryApproval], None]
+OnLine = Callable[[bytes, LineFacts], None]
+"""What takes the verifier's lines (`ChainVerifier`'s `on_line`), as `HistoryReader.feed`."""
 
 _ARGS_START: Final = ',"args":{'
 _PEER: Final = ',"peer":{"uid":'
@@ -84,11 +87,16 @@ class HistoryReader:
         """Calls dropped because too many waited for a decision at once."""
 
     def feed(self, content: bytes, facts: LineFacts) -> None:
-        key = facts.key
+        self.feed_parts(content, facts.key, facts.seq, facts.call)
+
+    def feed_parts(self, content: bytes, key: str, seq: int, call: int | None) -> None:
+        """`feed` with the facts the reader uses given one by one (its key, its seq and
+        the call it names), as a worker process gets them."""
         if key == "call":
-            self._call(content, facts.seq)
+            self.feed_call(content, seq)
         elif key == "decision":
-            self._decision(content, facts)
+            assert call is not None
+            self.feed_decision(content, call)
         elif key == "approval" and self._on_approval is not None:
             value: Any = scan_json(content.decode("ascii"), 0)[0]
             body = value["approval"]
@@ -99,7 +107,8 @@ class HistoryReader:
         """Calls seen whose decision has not arrived (yet)."""
         return len(self._pending)
 
-    def _call(self, content: bytes, seq: int) -> None:
+    def feed_call(self, content: bytes, seq: int) -> None:
+        """A `call` line (`feed` with its key) and its seq."""
         text = content.decode("ascii")
         ts_at = text.index('"ts":"') + 6
         ts = text[ts_at : ts_at + 27]
@@ -118,9 +127,8 @@ class HistoryReader:
             self.undecided += 1
         pending[seq] = (ts, session, tool, args_text)
 
-    def _decision(self, content: bytes, facts: LineFacts) -> None:
-        call = facts.call
-        assert call is not None
+    def feed_decision(self, content: bytes, call: int) -> None:
+        """A `decision` line (`feed` with its key) and the call it names."""
         entry = self._pending.pop(call, None)
         if entry is None:  # a second decision, or one whose call was dropped
             return
@@ -143,15 +151,6 @@ class HistoryReader:
         else:
             outcome = tag
         ts, session, tool, args_text = entry
-        self._on_call(
-            HistoryCall(
-                seq=call,
-                ts=ts,
-                session=session,
-                tool=tool,
-                args_text=args_text,
-                outcome=outcome,
-                grant=None if grant_text == "null" else grant_text[1:-1],
-                state=_TAINTS[(label, untrusted)],
-            )
-        )
+        grant = None if grant_text == "null" else grant_text[1:-1]
+        self._on_call(HistoryCall(call, ts, session, tool, args_text, outcome, grant,
+                                  _TAINTS[(label, untrusted)]))

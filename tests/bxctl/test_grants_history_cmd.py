@@ -228,6 +228,11 @@ def test_replay_on_a_second_core_prints_the_same(home: Home,
     wide = grants_dir(home, "wide2", '[[grant]]\nid = "all"\ntool = "read_file"\n'
                                      'mode = "allow"\npaths = ["/home"]\n')
     serial = run(home, "grants", "replay", "--grants", str(wide), "--json")
+    changes = json.loads(serial.stdout)["changes"]
+    assert len(changes) >= 2
+    # --since, which the worker applies: from the second changed call on
+    since = ["--since", changes[1]["ts"].removesuffix("Z")]
+    serial_since = run(home, "grants", "replay", "--grants", str(wide), *since, "--json")
     monkeypatch.setattr(_replay_pool, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(_replay_pool, "BATCH", 3)  # several batches in flight
     pools: list[Any] = []
@@ -242,7 +247,12 @@ def test_replay_on_a_second_core_prints_the_same(home: Home,
     assert len(pools) == 1
     assert parallel.exit_code == serial.exit_code == 1
     assert parallel.stdout == serial.stdout
-    assert json.loads(parallel.stdout)["changes"]
+    parallel_since = run(home, "grants", "replay", "--grants", str(wide), *since, "--json")
+    assert len(pools) == 2
+    assert parallel_since.stdout == serial_since.stdout
+    doc = json.loads(parallel_since.stdout)
+    assert 0 < doc["calls"] < json.loads(serial.stdout)["calls"]
+    assert [c["call"] for c in doc["changes"]] == [c["call"] for c in changes[1:]]
 
 
 def test_suggest_out_inside_the_configured_grants_is_refused_too(home: Home) -> None:

@@ -6,6 +6,7 @@ end in test_grants_history_cmd.py.)"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from boxmaker.bxctl._replay_cmd import (
 from boxmaker.policy._decision import ProtectedPaths
 from boxmaker.policy._grants import parse_grant_texts
 from boxmaker.policy._model import GrantSet
+from boxmaker.policy._replay import Change, ReplayTally
 from boxmaker.proto._history import HistoryCall
 from boxmaker.proto._taint import NEW_SESSION
 from tests.fakes.audit_log import valid_log
@@ -54,22 +56,30 @@ def test_read_history_gives_each_decided_call_once(tmp_path: Path) -> None:
     assert [c.seq for c in calls] == sorted(c.seq for c in calls)
 
 
-@pytest.mark.parametrize("parallel", [False, True])
-def test_serial_and_pool_replay_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                      parallel: bool) -> None:
-    valid_log(9, files=3).write(tmp_path)
-    expected: list[tuple[int, str]] = []
-    monkeypatch.setattr(_replay_cmd, "parallel_worth_it", lambda size: False)
-    _replay_log(tmp_path, grant_set(), ProtectedPaths.of([]), lambda c: True,
-                lambda c, r: expected.append((c.seq, r.outcome)))
-    got: list[tuple[int, str]] = []
+def _tally_of(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, parallel: bool,
+              keep: Callable[[HistoryCall], bool] | None) -> tuple[ReplayTally, list[Change]]:
+    changes: list[Change] = []
+    tally = ReplayTally(on_change=changes.append)
     monkeypatch.setattr(_replay_cmd, "parallel_worth_it", lambda size: parallel)
-    report = _replay_log(tmp_path, grant_set(), ProtectedPaths.of([]),
-                         lambda c: c.seq % 2 == 1 or not parallel,
-                         lambda c, r: got.append((c.seq, r.outcome)))
+    report = _replay_log(tmp_path, grant_set(), ProtectedPaths.of([]), keep, tally)
     assert report.ok
-    wanted = [e for e in expected if e[0] % 2 == 1 or not parallel]
-    assert got == wanted and got
+    return tally, changes
+
+
+@pytest.mark.parametrize("keep", [None, lambda c: c.seq % 2 == 1])
+def test_serial_and_pool_replay_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                      keep: Callable[[HistoryCall], bool] | None) -> None:
+    valid_log(9, files=3).write(tmp_path)
+    serial, serial_changes = _tally_of(tmp_path, monkeypatch, parallel=False, keep=keep)
+    pooled, pooled_changes = _tally_of(tmp_path, monkeypatch, parallel=True, keep=keep)
+    assert serial.calls > 0
+    assert (pooled.calls, pooled.changes, pooled.widening, pooled.matrix) == (
+        serial.calls, serial.changes, serial.widening, serial.matrix)
+    assert [(c.call.seq, c.now.outcome) for c in pooled_changes] == [
+        (c.call.seq, c.now.outcome) for c in serial_changes]
+    if keep is not None:
+        everything, _ = _tally_of(tmp_path, monkeypatch, parallel=False, keep=None)
+        assert 0 < serial.calls < everything.calls
 
 
 def test_a_log_that_does_not_verify_is_named(tmp_path: Path) -> None:

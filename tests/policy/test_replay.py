@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from boxmaker.policy._decide import decide
-from boxmaker.policy._decision import NO_PROTECTED_PATHS, ProtectedPaths, ToolCall
+from boxmaker.policy._decision import NO_PROTECTED_PATHS, Ask, Decision, ProtectedPaths, ToolCall
 from boxmaker.policy._grants import parse_grant_texts
 from boxmaker.policy._model import GrantSet
 from boxmaker.policy._replay import (
@@ -21,7 +21,6 @@ from boxmaker.policy._replay import (
     ReplayTally,
     change_json,
     change_line,
-    outcome_of,
     shown_json,
     widens,
 )
@@ -56,6 +55,13 @@ paths = ["/srv/docs/keys"]
 """
 TAINTS = [Taint(label=lab, untrusted=u)  # type: ignore[arg-type]
           for lab in ("public", "private", "secret") for u in (False, True)]
+
+
+def outcome_of(result: Decision | Ask) -> str:
+    """What `decide` says, in the history's words: `allowed`, `ask` or `denied:<code>`."""
+    if isinstance(result, Ask):
+        return "ask"
+    return "allowed" if result.allowed else f"denied:{result.code}"
 
 
 def grant_set() -> GrantSet:

@@ -1,0 +1,324 @@
+"""The judgement of `decide`, 03-policy D0..D8, without the words: pure (no I/O, no clock).
+
+`judge` is the one implementation of the decision rules.  It returns a
+`Verdict`: the denial code or the winner's effective mode, the parsed
+arguments, the matching and applicable grants, the winner and D8's result
+taint.  `decide` (`_decide.py`) turns a verdict into a `Decision` or an `Ask`
+with its reason for a person; `bxctl grants replay` reads the verdict as it
+is, since it needs only the outcome, the grant and the result taint of each
+of a million recorded calls.
+
+Steps, marked in the code:
+
+- D0 an invalid grant set denies every call (`grants_invalid`);
+- D1 unknown tool; D2 arguments (strict, grammars); D2b protected paths;
+- D3 matching grants; D4 applicable grants; D5 effective mode;
+- D6 the winner (strictest mode, then most specific entry, then smallest id);
+- D7 no applicable grant: `taint` or `no_grant`;
+- D8 the result taint over all applicable matching non-deny grants.
+
+The grant set is indexed once when it is built (`GrantSet.of`): a call is
+matched only against the grants of its tool with a path that is a prefix of
+its path, or a host pattern that names its host or a parent domain of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final, get_args
+
+from ..proto._args import (
+    FILE_TOOLS,
+    TOOLS,
+    ArgsError,
+    EchoArgs,
+    HttpFetchArgs,
+    ListDirArgs,
+    ParsedArgs,
+    ReadFileArgs,
+    ToolArgs,
+    parse_args,
+)
+from ..proto._errors import DecodeError
+from ..proto._grammar import Url, parse_url, path_problem
+from ..proto._taint import LABELS, Label, Taint
+from ._decision import DenialCode, ProtectedPaths
+from ._model import (
+    MEMO_SIZE,
+    STRICTNESS,
+    Grant,
+    GrantSet,
+    GrantState,
+    HostPattern,
+    InvalidGrantSet,
+    Mode,
+)
+
+Match = tuple[Grant, str | None, tuple[int, ...]]
+"""A matching grant, its most specific matching entry (path or host pattern as written,
+None for echo) and that entry's specificity (D6)."""
+
+_RANK: Final[dict[str, int]] = {label: rank for rank, label in enumerate(LABELS)}
+_OUTCOME: Final[dict[str, str]] = {"allow": "allowed", "ask": "ask"}
+_DENIED: Final[dict[str, str]] = {code: f"denied:{code}" for code in get_args(DenialCode)}
+
+
+class Verdict:
+    """What D0..D8 make of one call (built by `judge` only)."""
+
+    __slots__ = ("applicable", "code", "detail", "label", "matched", "mode", "parsed",
+                 "untrusted", "winner")
+
+    def __init__(self, code: DenialCode | None, mode: Mode | None, parsed: ParsedArgs | None,
+                 detail: str, matched: list[Match], applicable: list[Match],
+                 winner: Match | None, label: Label | None, untrusted: bool | None) -> None:
+        self.code = code
+        """The denial code, or None when the winner allows or asks."""
+        self.mode = mode
+        """The winner's effective mode (D5), or None when there is no winner."""
+        self.parsed = parsed
+        self.detail = detail
+        """D2's message for `bad_args`, the protected path for `protected`, else empty."""
+        self.matched = matched
+        self.applicable = applicable
+        self.winner = winner
+        self.label = label
+        self.untrusted = untrusted
+        """D8's result taint (None when no non-deny grant applies)."""
+
+    @property
+    def outcome(self) -> str:
+        """`allowed`, `ask` or `denied:<code>` (07-bxctl "Grants against history")."""
+        if self.code is None:
+            assert self.mode is not None
+            return _OUTCOME[self.mode]
+        return _DENIED[self.code]
+
+    @property
+    def grant(self) -> str | None:
+        """The winning grant's id, or None."""
+        return None if self.winner is None else self.winner[0].id
+
+    @property
+    def matched_ids(self) -> tuple[str, ...]:
+        matched = self.matched
+        if len(matched) == 1:
+            return (matched[0][0].id,)
+        return tuple(sorted(m[0].id for m in matched))
+
+    @property
+    def applicable_ids(self) -> tuple[str, ...]:
+        return tuple(sorted(m[0].id for m in self.applicable))
+
+
+def _early(code: DenialCode, parsed: ParsedArgs | None = None, detail: str = "") -> Verdict:
+    return Verdict(code, None, parsed, detail, [], [], None, None, None)
+
+
+def fast_target(tool: str, raw_args: Mapping[str, Any]) -> tuple[str | None, Url | None] | None:
+    """D2 the short way for the common well-formed shapes: the request path and URL, or
+    None to go the long way (`parse_args`), which says what is wrong.
+
+    An argument object of exactly the tool's fields, each a `str` (and a method
+    `GET` or `HEAD`), is what the strict converter would structure unchanged;
+    the grammar is checked by the same functions.  Anything else, or any problem,
+    goes the long way.  (`write_file` always does.)  A property test holds the
+    two equal."""
+    if type(raw_args) is dict:
+        size = len(raw_args)
+        if tool in ("read_file", "list_dir"):
+            path = raw_args.get("path")
+            if size == 1 and type(path) is str and path_problem(path) is None:
+                return path, None
+        elif tool == "http_fetch":
+            text = raw_args.get("url")
+            method = raw_args.get("method", "GET")
+            if (type(text) is str and type(method) is str and method in ("GET", "HEAD")
+                    and size == 1 + ("method" in raw_args)):
+                try:
+                    return None, parse_url(text)
+                except DecodeError:
+                    pass  # the long way says it as D2 words it
+        elif tool == "echo" and size == 1 and type(raw_args.get("text")) is str:
+            return None, None
+    return None
+
+
+def _fast_parsed(tool: str, raw_args: Mapping[str, Any], path: str | None,
+                 url: Url | None) -> ParsedArgs:
+    """The `ParsedArgs` of arguments `fast_target` took (what `parse_args` returns)."""
+    typed: ToolArgs
+    if tool == "read_file":
+        typed = ReadFileArgs(path=raw_args["path"])
+    elif tool == "list_dir":
+        typed = ListDirArgs(path=raw_args["path"])
+    elif tool == "http_fetch":
+        method = raw_args.get("method", "GET")
+        typed = HttpFetchArgs(url=raw_args["url"], method="GET" if method == "GET" else "HEAD")
+    else:
+        typed = EchoArgs(text=raw_args["text"])
+    return ParsedArgs(args=typed, path=path, url=url)
+
+
+def parse_call_args(tool: str, raw_args: Mapping[str, Any]) -> ParsedArgs:
+    """D2: `parse_args` (raises ArgsError), the short way when `fast_target` can."""
+    target = fast_target(tool, raw_args)
+    if target is None:
+        return parse_args(tool, raw_args)
+    return _fast_parsed(tool, raw_args, *target)
+
+
+def _covers_port(grant: Grant, pattern: HostPattern, url: Url) -> bool:
+    """Scheme and port coverage of a host pattern (03-policy "Host patterns")."""
+    port = url.effective_port
+    if grant.mode == "deny":
+        return pattern.port is None or pattern.port == port
+    if url.scheme == "http" and not grant.http:
+        return False
+    if pattern.port is None:
+        return port == (443 if url.scheme == "https" else 80)
+    return port == pattern.port
+
+
+def _offer(best: dict[str, Match], grant: Grant, entry: str | None,
+           specificity: tuple[int, ...]) -> None:
+    current = best.get(grant.id)
+    if current is None or specificity > current[2]:
+        best[grant.id] = (grant, entry, specificity)
+
+
+def _entries_covering(tool: str, path: str, grants: GrantSet) -> tuple[tuple[Grant, str], ...]:
+    """The (grant, entry) pairs of `tool` whose entry `path` equals or lies below."""
+    # A grant path can only be a prefix that ends at a component boundary and has
+    # the length of some grant path of this tool: look up only those prefixes.
+    lengths = grants.path_lengths.get(tool, ())
+    size = len(path)
+    if len(lengths) <= path.count("/"):
+        cuts = [n for n in lengths if n == size or (n < size and path[n] == "/")]
+    else:
+        wanted = grants.length_sets[tool]
+        cuts = [size] if size in wanted else []
+        at = path.find("/", 1)
+        while at != -1:
+            if at in wanted:
+                cuts.append(at)
+            at = path.find("/", at + 1)
+    by_path = grants.by_path
+    found: list[tuple[Grant, str]] = []
+    for cut in cuts:
+        found.extend(by_path.get((tool, path[:cut]), ()))
+    return tuple(found)
+
+
+def _file_matches(tool: str, path: str, grants: GrantSet) -> list[Match]:
+    # The entries covering the path's directory are remembered (`GrantSet.covering`);
+    # the path itself is looked up as it is.
+    directory = path[: path.rfind("/")]
+    key = (tool, directory)
+    memo = grants.covering
+    above = memo.get(key)
+    if above is None:
+        above = _entries_covering(tool, directory, grants) if directory else ()
+        if len(memo) >= MEMO_SIZE:
+            memo.clear()
+        memo[key] = above
+    exact = grants.by_path.get((tool, path))
+    if exact is None:
+        if not above:
+            return []
+        if len(above) == 1:  # the common case: one grant, one entry
+            grant, entry = above[0]
+            return [(grant, entry, (len(entry),))]
+        found = above
+    else:
+        found = above + exact
+    best: dict[str, Match] = {}
+    for grant, entry in found:
+        _offer(best, grant, entry, (len(entry),))
+    return list(best.values())
+
+
+def matches(tool: str, path: str | None, url: Url | None, grants: GrantSet) -> list[Match]:
+    """D3: every grant of the tool that covers the request (the path of a file tool, the
+    URL of `http_fetch`), with its best entry."""
+    if tool in FILE_TOOLS:
+        assert path is not None
+        return _file_matches(tool, path, grants)
+    best: dict[str, Match] = {}
+    if tool == "http_fetch":
+        assert url is not None
+        host = url.host
+        candidates = list(grants.by_host.get((False, host), ()))
+        at = host.find(".")
+        while at != -1:
+            candidates.extend(grants.by_host.get((True, host[at + 1 :]), ()))
+            at = host.find(".", at + 1)
+        for grant, pattern in candidates:
+            if _covers_port(grant, pattern, url):
+                _offer(best, grant, pattern.text, pattern.specificity)
+    else:  # echo: a grant covers every echo call
+        for grant in grants.by_tool.get(tool, ()):
+            _offer(best, grant, None, ())
+    return list(best.values())
+
+
+def judge(tool: str, raw_args: Mapping[str, Any], taint: Taint, grants: GrantState,
+          protected: ProtectedPaths, *, with_args: bool = True) -> Verdict:
+    """D0..D8 for one call at a taint, against a grant state and the protected paths.
+
+    With `with_args` false, the verdict's `parsed` is None when the arguments were
+    taken the short way (`fast_target`): replay never looks at them."""
+    # D0: no valid grant set, no call.
+    if isinstance(grants, InvalidGrantSet):
+        return _early("grants_invalid")
+    # D1: unknown tool; the arguments are not parsed.
+    if tool not in TOOLS:
+        return _early("unknown_tool")
+    # D2: strict arguments and grammars.
+    target = fast_target(tool, raw_args)
+    parsed: ParsedArgs | None
+    if target is None:
+        try:
+            parsed = parse_args(tool, raw_args)
+        except ArgsError as exc:
+            return _early("bad_args", None, str(exc))
+        path, url = parsed.path, parsed.url
+    else:
+        path, url = target
+        parsed = _fast_parsed(tool, raw_args, path, url) if with_args else None
+    # D2b: boxmaker's own paths, whatever the grants say.
+    if path is not None:
+        base = protected.covering(path)
+        if base is not None:
+            return _early("protected", parsed, base)
+    # D3: matching grants.
+    matched = matches(tool, path, url, grants)
+    if not matched:  # D7
+        return Verdict("no_grant", None, parsed, "", matched, [], None, None, None)
+    # D4: applicable grants (a deny grant always applies; allow/ask up to its max_label);
+    # D8: the result taint over the applicable non-deny grants; D5 + D6: the winner, by
+    # the strictest effective mode, then the most specific entry, then the smallest id.
+    rank = _RANK[taint.label]
+    untrusted_session = taint.untrusted
+    applicable: list[Match] = []
+    label: Label | None = None
+    untrusted: bool | None = None
+    winner: Match | None = None
+    top: tuple[int, tuple[int, ...]] = (-1, ())
+    for m in matched:
+        grant = m[0]
+        if grant.mode != "deny":
+            if rank > _RANK[grant.max_label]:
+                continue
+            label = grant.label if label is None or _RANK[grant.label] > _RANK[label] else label
+            untrusted = bool(untrusted) or grant.untrusted
+        applicable.append(m)
+        key = (STRICTNESS[grant.when_untrusted if untrusted_session else grant.mode], m[2])
+        if winner is None or key > top or (key == top and grant.id < winner[0].id):
+            winner, top = m, key
+    # D7: nothing applies.
+    if winner is None:
+        return Verdict("taint", None, parsed, "", matched, applicable, None, None, None)
+    mode: Mode = winner[0].when_untrusted if untrusted_session else winner[0].mode
+    return Verdict("denied_by_grant" if mode == "deny" else None, mode, parsed, "", matched,
+                   applicable, winner, label, untrusted)
