@@ -11,6 +11,8 @@ files of that directory (``_ledger.py``).  Held here:
   *pure* or *files* module imports no trio and defines no coroutine (but in a
   `Protocol`); a *trio* module imports trio, defines a coroutine, or imports
   a module whose row says *trio*;
+- no code span in a table row holds a bare ``|`` (Markdown would split the
+  cell there: ``serve|check`` must be written ``serve\\|check``);
 - everywhere else on the page, every repository path in backticks
   (``boxmaker/...``, ``tests/...``, ``scripts/...``, ``docs/...``,
   ``fixtures/...``) exists, every bare ``_name.py`` is a file somewhere under
@@ -224,6 +226,19 @@ def test_every_path_and_module_the_page_names_exists() -> None:
 
 def test_every_row_gives_the_layer_its_module_is_in() -> None:
     assert layer_problems(read_page(design_text()), PACKAGE) == []
+
+
+def pipe_problems(text: str) -> list[str]:
+    """Table rows whose code spans hold a bare ``|`` (Markdown splits the cell there)."""
+    return [f"line {number}: {span}" for number, line in enumerate(text.splitlines(), start=1)
+            if line.startswith("| ")
+            for span in _TICKED.findall(line) if re.search(r"(?<!\\)\|", span)]
+
+
+def test_no_table_cell_is_split_by_a_pipe() -> None:
+    assert pipe_problems(design_text()) == []
+    assert pipe_problems("| `a` | pure | `bxctl audit verify|head` |\n") == [
+        "line 1: bxctl audit verify|head"]
 
 
 def test_the_page_has_a_table_for_each_package() -> None:
