@@ -78,3 +78,12 @@ def test_a_deadline_is_now_plus_seconds_or_none_for_no_limit() -> None:
     assert deadline_after(100.0, None) == math.inf
     assert Timeouts().total_s is None
     assert Timeouts(connect_s=1.0).connect_s == 1.0
+
+
+def test_endpoint_from_url() -> None:
+    assert Endpoint.from_url("http://127.0.0.1:8080") == Endpoint.tcp("127.0.0.1", 8080)
+    assert Endpoint.from_url("http://gpu-box:8080/").host_header == "gpu-box:8080"
+    assert Endpoint.from_url("http://[::1]:9").host_header == "[::1]:9"
+    for bad in ["https://x:1", "http://x:1/v1", "ftp://x", "http://:80", "http://x:99999"]:
+        with pytest.raises(ValueError):
+            Endpoint.from_url(bad)
