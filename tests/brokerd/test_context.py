@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import errno
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 import pytest
 import trio
@@ -35,7 +35,7 @@ async def home_and_daemon() -> AsyncIterator[tuple[Home, Daemon]]:
         home.cleanup()
 
 
-def only_event(events: list[object]) -> GrantsChanged:
+def only_event(events: Sequence[object]) -> GrantsChanged:
     assert len(events) == 1 and isinstance(events[0], GrantsChanged)
     return events[0]
 
