@@ -57,6 +57,8 @@ log = logging.getLogger("boxmaker.sockets")
 
 REQUEST_FRAME_SECONDS = 10.0
 """A request frame must arrive within 10 s of the connection being accepted (02-wire)."""
+STOP_GRACE_SECONDS = 0.5
+"""When the daemon stops, how long an accepted connection still has for its request frame."""
 DEFAULT_MAX_CONNECTIONS = 256
 """Connections served at once per socket (brokerd's `[sockets] max_connections` default)."""
 MAX_CONNECTIONS_MAX = 65_536
@@ -133,10 +135,12 @@ class FramedServer:
             scope.cancel()
 
     def stop_reading(self) -> None:
-        """Connections still waiting for their request frame are closed, unanswered."""
+        """Connections still waiting for their request frame get `STOP_GRACE_SECONDS`
+        for it (a client sends it at once after connecting), then are closed, unanswered."""
         self.stopping = True
+        deadline = trio.current_time() + STOP_GRACE_SECONDS
         for scope in list(self._reading):
-            scope.cancel()
+            scope.deadline = min(scope.deadline, deadline)
 
     async def serve(
         self,
@@ -207,10 +211,9 @@ class FramedServer:
     async def _read_request(self, stream: trio.SocketStream, peer: PeerCred,
                             framed: FramedSocket[Request]) -> tuple[Request] | None:
         """The decoded request (in a 1-tuple), or None when the connection is done."""
-        if self.stopping:
-            return None
         wording = framed.wording
-        scope = trio.CancelScope(deadline=trio.current_time() + REQUEST_FRAME_SECONDS)
+        limit = STOP_GRACE_SECONDS if self.stopping else REQUEST_FRAME_SECONDS
+        scope = trio.CancelScope(deadline=trio.current_time() + limit)
         self._reading.add(scope)
         try:
             with scope:

@@ -416,6 +416,21 @@ async def test_stop_reading_closes_idle_peers_and_stop_accepting_returns(
     assert served.seen == []
 
 
+async def test_a_peer_accepted_before_the_stop_is_still_answered(tmp_path: Path) -> None:
+    """A client sends its frame at once after connecting; one accepted just before the
+    stop (a restart under load) gets STOP_GRACE_SECONDS for it and is answered."""
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            served, _ = await start(nursery, tmp_path / "s" / "t.sock")
+            late = await connect(tmp_path / "s" / "t.sock")
+            await trio.testing.wait_all_tasks_blocked()
+            served.shell.stop_accepting()
+            served.shell.stop_reading()
+            await late.send(STATUS)
+            assert await late.all() == [{"id": 3, "ok": {}}]
+    assert len(served.seen) == 1
+
+
 async def test_linger_close_drains_then_returns(autojump_clock: trio.testing.MockClock) -> None:
     ours, theirs = trio.testing.memory_stream_pair()
     await theirs.send_all(b"x" * 10_000)

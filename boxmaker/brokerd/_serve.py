@@ -229,9 +229,11 @@ async def _run(daemon: Daemon, handle: ServeHandle, signals: Any) -> None:
                 if signals is not None:
                     front.start_soon(_watch_signals, handle, signals)
                 await handle.wait_stop()
+                # Stop accepting first: the sweep's and the signal watcher's
+                # teardown below is a checkpoint the accept loops must not use.
+                shell.stop_accepting()
                 front.cancel_scope.cancel()
-            # Stop accepting, then let what runs finish.
-            shell.stop_accepting()
+            # Then let what runs finish.
             broker_sock.close()
             admin_sock.close()
             notify("STOPPING=1")
