@@ -16,9 +16,8 @@ import sys
 from pathlib import Path
 
 import click
-import trio
 
-from .. import __version__
+from .. import __version__, _trio_run
 from .._brokerd_config import BrokerdConfig, ConfigError, load_config
 from .._error_table import see, shown
 from .._unix import ListenerLost
@@ -73,7 +72,7 @@ def serve_command(config_path: Path | None, accept_break: bool,
     config = _load(config_path)
     _setup_logging()
     try:
-        trio.run(lambda: serve(config, accept_break=accept_break, handle_signals=True,
+        _trio_run.run(lambda: serve(config, accept_break=accept_break, handle_signals=True,
                                new_checkpoint_key=new_checkpoint_key))
     except CheckpointKeyProblem as exc:
         _fail(shown(str(exc), exc))

@@ -7,9 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import click
-import trio
 
-from .. import __version__
+from .. import __version__, _trio_run
 from .._error_table import shown
 from .._errors import UnavailableError
 from .._unix import ListenerLost
@@ -50,7 +49,7 @@ def serve_cmd(config_path: Path | None) -> None:
         raise Failed(shown(f"inferproxy: bad configuration: {_escaped(exc)}", exc,
                            joiner=" ")) from exc
     try:
-        trio.run(run, config)
+        _trio_run.run(lambda: run(config))
     except StartFailed as exc:
         raise Failed(shown(f"inferproxy: cannot start: {_escaped(exc)}", exc,
                            joiner=" ")) from exc
