@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 import trio
 
-from .. import _sd
+from .. import _sd, _trio_run
 from ..proto._escape import escape_text
 from ._command import Failed, config_option, load_or_fail
 from ._serve import StartFailed, serve
@@ -37,6 +37,6 @@ def serve_cmd(config_path: Path | None) -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s loopd %(levelname)s %(message)s")
     try:
-        trio.run(_serve_until_signal, config_path)
-    except* StartFailed as group:
-        raise Failed(escape_text(str(group.exceptions[0]), keep_newlines=False)) from None
+        _trio_run.run(lambda: _serve_until_signal(config_path))
+    except StartFailed as exc:
+        raise Failed(escape_text(str(exc), keep_newlines=False)) from None
