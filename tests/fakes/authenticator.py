@@ -54,31 +54,39 @@ class SoftAuthenticator:
             self.sign_count += 1
         return struct.pack(">I", self.sign_count)
 
-    def _client_data(self, kind: str, challenge: str, origin: str | None) -> bytes:
+    def _client_data(self, kind: str, challenge: str, origin: str | None,
+                     extra: dict[str, Any] | None = None, raw: str | None = None) -> bytes:
+        if raw is not None:  # clientDataJSON as given, {challenge} and {origin} filled in
+            return raw.replace("{challenge}", challenge).replace(
+                "{origin}", origin or self.origin).encode()
         return json.dumps({"type": kind, "challenge": challenge,
-                           "origin": origin or self.origin, "crossOrigin": False},
-                          separators=(",", ":")).encode()
+                           "origin": origin or self.origin, "crossOrigin": False}
+                          | (extra or {}), separators=(",", ":")).encode()
 
-    def create(self, creation: dict[str, Any], *, origin: str | None = None) -> dict[str, Any]:
+    def create(self, creation: dict[str, Any], *, origin: str | None = None,
+               client_extra: dict[str, Any] | None = None,
+               client_raw: str | None = None) -> dict[str, Any]:
         """navigator.credentials.create's result (JSON form) for these options."""
         rp_hash = hashlib.sha256(creation["rp"]["id"].encode()).digest()
         attested = (bytes(16) + struct.pack(">H", len(self.credential_id)) + self.credential_id
                     + self._cose_key())
         auth_data = rp_hash + bytes([self._flags() | AT]) + self._count() + attested
-        client_data = self._client_data("webauthn.create", creation["challenge"], origin)
+        client_data = self._client_data("webauthn.create", creation["challenge"], origin,
+                                        client_extra, client_raw)
         attestation = cbor2.dumps({"fmt": "none", "attStmt": {}, "authData": auth_data})
         return {"id": self.id, "rawId": self.id, "type": "public-key",
                 "response": {"clientDataJSON": b64url(client_data),
                              "attestationObject": b64url(attestation)}}
 
     def get(self, challenge: bytes | str, *, origin: str | None = None,
-            rp_id: str | None = None) -> dict[str, Any]:
+            rp_id: str | None = None, client_extra: dict[str, Any] | None = None,
+            client_raw: str | None = None) -> dict[str, Any]:
         """An assertion over `challenge` (bytes, or base64url as the wire carries it)."""
         text = challenge if isinstance(challenge, str) else b64url(challenge)
         from_b64url(text)
         rp_hash = hashlib.sha256((rp_id or self.rp_id).encode()).digest()
         auth_data = rp_hash + bytes([self._flags()]) + self._count()
-        client_data = self._client_data("webauthn.get", text, origin)
+        client_data = self._client_data("webauthn.get", text, origin, client_extra, client_raw)
         signature = self.key.sign(auth_data + hashlib.sha256(client_data).digest(),
                                   ec.ECDSA(hashes.SHA256()))
         return {"credential_id": self.id, "authenticator_data": b64url(auth_data),
