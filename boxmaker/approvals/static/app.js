@@ -103,12 +103,15 @@
     for (const [id, entry] of shown) {
       if (!live.has(id) && !entry.done) settle(entry, "answered elsewhere, or expired");
     }
+    // The server lists newest first, and every call not shown yet is newer
+    // than those shown: the new ones go above them as a block, in its order.
     const list = el("items");
+    const above = list.firstChild;
     for (const item of answer.items) {
       if (!shown.has(item.approval_id)) {
         const entry = render(item);
         shown.set(item.approval_id, entry);
-        list.insertBefore(entry.node, list.firstChild);
+        list.insertBefore(entry.node, above);
       }
     }
     el("empty").classList.toggle("hidden", live.size > 0);
