@@ -19,6 +19,7 @@ from pathlib import Path
 import trio
 
 from .._error_table import shown
+from .._passkey_check import sidecar_bytes
 from .._unix import PeerCred
 from ..proto._audit_passkey import MAX_ATTEMPT_REASON, PasskeyRecord, PasskeyUse
 from ..proto._convert import U64, JsonObject
@@ -52,6 +53,8 @@ log = logging.getLogger("brokerd")
 
 ASSERTIONS_DIR = "assertions"
 """Under the audit directory: each approving assertion, named by its SHA-256."""
+CHALLENGE_SUFFIX = ".challenge.json"
+"""Beside it: the nonce, RP id and origins its challenge covers (`_passkey_check`)."""
 NOT_SET_UP = ("passkeys are not set up: set [approvals] rp_id and origins in brokerd.toml "
               "(the approval page's host name and origins)")
 
@@ -60,20 +63,29 @@ def _required(reason: str) -> ErrorAnswer:
     return error_answer("passkey_required", reason)
 
 
-def keep_assertion(audit_dir: Path, verified: VerifiedUse) -> None:
-    """Write the assertion beside the log (durably) for re-verification.  Raises OSError."""
-    directory = audit_dir / ASSERTIONS_DIR
-    directory.mkdir(mode=0o700, exist_ok=True)
-    path = directory / f"{verified.use.assertion_sha256}.json"
+def _write_durably(directory: Path, name: str, data: bytes) -> None:
+    path = directory / name
     # A name of its own: approves of one assertion at once must not share it.
-    temporary = directory / f".{verified.use.assertion_sha256}.{secrets.token_hex(8)}.tmp"
+    temporary = directory / f".{name}.{secrets.token_hex(8)}.tmp"
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
-        os.write(fd, verified.assertion_json)
+        os.write(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(temporary, path)
+
+
+def keep_assertion(audit_dir: Path, verified: VerifiedUse, sidecar: bytes | None = None) -> None:
+    """Write the assertion beside the log (durably) for re-verification, and
+    with `sidecar` what its challenge covers that the log does not
+    (`_passkey_check`).  Raises OSError."""
+    directory = audit_dir / ASSERTIONS_DIR
+    directory.mkdir(mode=0o700, exist_ok=True)
+    digest = verified.use.assertion_sha256
+    if sidecar is not None:
+        _write_durably(directory, f"{digest}{CHALLENGE_SUFFIX}", sidecar)
+    _write_durably(directory, f"{digest}.json", verified.assertion_json)
     dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(dir_fd)
@@ -127,7 +139,9 @@ async def approval_passkey(body: ApproveRequest, peer: PeerCred,
     if isinstance(found, ErrorAnswer):
         return found
     try:
-        await trio.to_thread.run_sync(keep_assertion, daemon.config.audit, found)
+        sidecar = sidecar_bytes(nonce=entry.ticket.nonce, rp_id=daemon.passkeys.rp_id or "",
+                                origins=daemon.passkeys.origins)
+        await trio.to_thread.run_sync(keep_assertion, daemon.config.audit, found, sidecar)
     except OSError as exc:
         return error_answer("audit_unavailable",
                             f"brokerd: the assertion could not be kept beside the audit log "

@@ -308,13 +308,14 @@ class Ledger:
         now_wall = self._wall_clock()
         expires_at = self._format_time(now_wall + self._ttl_s)
         shown = canonical(request.args)
+        nonce = secrets.token_hex(16)
         challenge = approval_challenge(
             approval_id=approval_id, call=call.call_id, session=request.session,
-            tool=request.tool, args=shown, expires_at=expires_at, nonce=secrets.token_hex(16))
+            tool=request.tool, args=shown, expires_at=expires_at, nonce=nonce)
         return Ticket(approval_id=approval_id, grant=asked.grant,
                       requested_at=self._format_time(now_wall), expires_at=expires_at,
                       deadline=self._clock() + self._ttl_s, ttl_s=self._ttl_s,
-                      challenge=challenge), shown
+                      challenge=challenge, nonce=nonce), shown
 
     async def settle(self, call: CallLifecycle, status: RunStatus,
                      output: dict[str, Any] | None, message: str | None) -> Reply:

@@ -209,6 +209,8 @@ class Ticket:
     ttl_s: float
     challenge: bytes
     """What a passkey signs to approve exactly this call (11-approvals-web)."""
+    nonce: str = ""
+    """The challenge's nonce, kept beside the log with an approving assertion."""
 
 
 # -- events

@@ -35,6 +35,7 @@ from webauthn.helpers.structs import (
 )
 
 from .._errors import PeerError
+from .._passkey_check import FramedCeremony, check_not_framed
 from ..proto._audit import ApprovalRecord, Record
 from ..proto._audit_passkey import PasskeyRecord, PasskeyUse
 from ..proto._wire_passkey import B64URL_MAX, Assertion, EnrolAction, b64url, from_b64url
@@ -96,37 +97,6 @@ def assertion_document(assertion: Assertion) -> dict[str, Any]:
     }
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    found = dict(pairs)
-    if len(found) != len(pairs):
-        raise ValueError("a key is given twice")
-    return found
-
-
-def check_not_framed(client_data_json: str, origins: tuple[str, ...]) -> None:
-    """Refuse a ceremony made in a frame (issue 22 item 3).
-
-    The `webauthn` package reads `crossOrigin` and checks neither it nor
-    `topOrigin`.  Here `crossOrigin` is absent or exactly `false`, `topOrigin`
-    is absent or one of the configured origins, and no key is given twice
-    (a parser that takes the first would read another document than one that
-    takes the last).  Raises PasskeyInvalid.
-    """
-    try:
-        client = json.loads(from_b64url(client_data_json), object_pairs_hook=_unique_keys)
-    except (ValueError, RecursionError) as exc:
-        raise PasskeyInvalid(f"the client data is not strict JSON: {exc}") from None
-    if type(client) is not dict:
-        raise PasskeyInvalid("the client data is not a JSON object")
-    if client.get("crossOrigin", False) is not False:
-        raise PasskeyInvalid("the passkey was used in a frame of another origin "
-                             "(crossOrigin is not false); use the approval page itself")
-    top = client.get("topOrigin", origins[0] if origins else None)
-    if type(top) is not str or top not in origins:
-        raise PasskeyInvalid("the passkey was used under a top-level origin that is not the "
-                             "approval page's (topOrigin); use the approval page itself")
-
-
 class PasskeyRegistry:
     """The enrolled credentials, from the log; and the live enrolment links."""
 
@@ -176,8 +146,8 @@ class PasskeyRegistry:
         credential = self.credentials.get(assertion.credential_id)
         if credential is None:
             raise PasskeyInvalid(f"credential {assertion.credential_id[:16]}... is not enrolled")
-        check_not_framed(assertion.client_data_json, self.origins)
         try:
+            check_not_framed(assertion.client_data_json, self.origins)
             verified = verify_authentication_response(
                 credential=assertion_document(assertion), expected_challenge=challenge,
                 expected_rp_id=self.rp_id, expected_origin=list(self.origins),
@@ -185,6 +155,8 @@ class PasskeyRegistry:
                 credential_current_sign_count=credential.sign_count,
                 require_user_verification=True,
             )
+        except FramedCeremony as exc:
+            raise PasskeyInvalid(str(exc)) from None
         except (WebAuthnException, ValueError, KeyError, TypeError) as exc:
             raise PasskeyInvalid(f"the assertion does not verify: {exc}") from None
         credential.sign_count = verified.new_sign_count
@@ -255,12 +227,14 @@ class PasskeyRegistry:
         client_data = response.get("clientDataJSON") if type(response) is dict else None
         if type(client_data) is not str:
             raise PasskeyInvalid("the new credential has no clientDataJSON")
-        check_not_framed(client_data, self.origins)
         try:
+            check_not_framed(client_data, self.origins)
             verified = verify_registration_response(
                 credential=credential, expected_challenge=enrolment.registration_challenge,
                 expected_rp_id=self.rp_id, expected_origin=list(self.origins),
                 require_user_verification=True)
+        except FramedCeremony as exc:
+            raise PasskeyInvalid(str(exc)) from None
         except (WebAuthnException, ValueError, KeyError, TypeError) as exc:
             raise PasskeyInvalid(f"the new credential does not verify: {exc}") from None
         if len(verified.credential_id) > MAX_CREDENTIAL_ID or len(

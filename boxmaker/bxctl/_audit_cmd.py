@@ -25,8 +25,12 @@ from ..proto._errors import DecodeError
 from ..proto._escape import escape_line
 from ..proto._json import dumps, dumps_terminal
 from ..proto._note import VerifierKey
+from ..proto._verify import OnRecord
 from ..proto._wire import format_ts
 from ._app import App, pass_app
+from ._audit_assertions import KeptAssertions
+from ._audit_assertions import as_json as assertions_json
+from ._audit_assertions import report_lines as assertion_lines
 from ._audit_checkpoint import check as check_checkpoint
 from ._audit_checkpoint import json_additions, parse_witness_key
 from ._audit_checkpoint import key as key_command
@@ -80,13 +84,15 @@ def _stderr_is_terminal() -> bool:
     return sys.stderr.isatty()
 
 
-def _verify(directory: Path, expect_head: tuple[int, str] | None) -> ChainReport:
+def _verify(directory: Path, expect_head: tuple[int, str] | None,
+            on_record: OnRecord | None = None) -> ChainReport:
     """Verify, with a progress bar on a terminal for a big log.  Raises OSError."""
     size = log_size(directory) if _stderr_is_terminal() else 0
     if size < PROGRESS_MIN_BYTES:
-        return verify_directory(directory, expect_head=expect_head)
+        return verify_directory(directory, expect_head=expect_head, on_record=on_record)
     with click.progressbar(length=size, label="verifying", file=sys.stderr) as bar:
-        return verify_directory(directory, expect_head=expect_head, progress=bar.update)
+        return verify_directory(directory, expect_head=expect_head, on_record=on_record,
+                                progress=bar.update)
 
 
 def _plural(count: int, word: str) -> str:
@@ -163,19 +169,22 @@ def verify(app: App, directory: Path | None, as_json: bool, expect_head: str | N
         _verify_witnessed(app, where, directory is not None, as_json, head,
                           parse_witness_key(witness_key), witness_url)
         return
+    kept = KeptAssertions()
     try:
-        report = _verify(where, head)
+        report = _verify(where, head, kept.feed)
     except OSError as exc:
         raise _unreadable(where, exc) from exc
+    assertions = kept.check(where)
     if as_json:
         document = unstructure(report)
         document["checkpoint"] = None
+        document["assertions"] = assertions_json(assertions)
         click.echo(dumps_terminal(document))
     else:
         width = terminal_width()
-        for line in report_lines(report):
+        for line in assertion_lines(assertions) + report_lines(report):
             click.echo(wrap_line(line, width))
-    sys.exit(0 if report.ok else 1)
+    sys.exit(0 if report.ok and not assertions.failures else 1)
 
 
 def _verify_witnessed(app: App, where: Path, explicit: bool, as_json: bool,

@@ -48,7 +48,7 @@ def test_verify_json_prints_only_the_report(log_dir: Path) -> None:
     assert document["ok"] is True
     assert list(document) == ["ok", "files", "records", "head", "failures", "accepted_breaks",
                               "recovered", "torn_tail", "unfinished_calls", "ignored_files",
-                              "checkpoint"]
+                              "checkpoint", "assertions"]
     assert document["checkpoint"] is None  # no --witness-key (10-checkpoints)
     assert result.stdout.count("\n") == 1
 

@@ -1,0 +1,141 @@
+"""`bxctl audit verify`: every kept assertion checked against the call it approved
+(issue 22 item 4, `_passkey_check`).
+
+While the chain is verified, `KeptAssertions.feed` sees each record: the
+`passkey` records give the enrolled public keys, the `call` and `decision`
+records what the approval's challenge covers, each `approval` with a
+`passkey` field one assertion to check.  `check` then reads
+`assertions/<assertion_sha256>.json` and its `.challenge.json` beside the log
+and re-verifies the signature over the challenge rebuilt from the log.
+An approval whose files are missing (kept before the sidecar existed, or
+removed) cannot be re-verified: a failure, as a wrong signature is.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from .._passkey_check import MAX_SIDECAR, LoggedApproval, recheck
+from ..proto._audit import ApprovalRecord, Call, DecisionRecord, OutcomeAsk, Record
+from ..proto._audit_passkey import PasskeyRecord
+from ..proto._escape import escape_line
+from ..proto._wire_passkey import from_b64url
+
+ASSERTIONS_DIR = "assertions"
+CHALLENGE_SUFFIX = ".challenge.json"
+MAX_KEPT = 256 * 1024
+
+
+@attrs.frozen(kw_only=True)
+class AssertionFinding:
+    seq: int
+    approval_id: int
+    detail: str
+
+
+@attrs.define
+class AssertionReport:
+    total: int = 0
+    failures: list[AssertionFinding] = attrs.field(factory=list)
+
+
+class KeptAssertions:
+    def __init__(self) -> None:
+        self._keys: dict[str, bytes] = {}
+        self._calls: dict[int, Call] = {}
+        self._asks: dict[tuple[int, int], str] = {}
+        self.approvals: list[LoggedApproval] = []
+
+    def feed(self, record: Record) -> None:
+        event = record.event
+        if isinstance(event, Call):
+            self._calls[record.seq] = event
+        elif isinstance(event, DecisionRecord) and isinstance(event.outcome, OutcomeAsk):
+            self._asks[(event.call, event.outcome.approval_id)] = event.outcome.expires_at
+        elif isinstance(event, PasskeyRecord):
+            if event.action == "added":
+                try:
+                    self._keys[event.credential_id] = from_b64url(event.public_key)
+                except ValueError:
+                    self._keys.pop(event.credential_id, None)
+            else:
+                self._keys.pop(event.credential_id, None)
+        elif isinstance(event, ApprovalRecord) and event.passkey is not None:
+            self._approval(record.seq, event)
+
+    def _approval(self, seq: int, event: ApprovalRecord) -> None:
+        assert event.passkey is not None
+        call = self._calls.pop(event.call, None)
+        expires_at = self._asks.pop((event.call, event.approval_id), None)
+        used = event.passkey
+        self.approvals.append(LoggedApproval(
+            seq=seq, approval_id=event.approval_id, call=event.call,
+            session=call.session if call else "", tool=call.tool if call else "",
+            args=dict(call.args) if call else {}, expires_at=expires_at or "",
+            credential_id=used.credential_id, sign_count=used.sign_count,
+            assertion_sha256=used.assertion_sha256, public_key=self._keys.get(used.credential_id)))
+
+    def check(self, audit_dir: Path) -> AssertionReport:
+        """Read and re-verify each kept assertion.  Raises nothing: unreadable is a finding."""
+        report = AssertionReport()
+        for logged in self.approvals:
+            base = audit_dir / ASSERTIONS_DIR / logged.assertion_sha256
+            problem: str | None
+            if not logged.session or not logged.expires_at:
+                problem = "the log has no call record or no ask for this approval"
+            else:
+                try:
+                    kept = _read(Path(f"{base}.json"), MAX_KEPT)
+                    sidecar = _read(Path(f"{base}{CHALLENGE_SUFFIX}"), MAX_SIDECAR)
+                except FileNotFoundError as exc:
+                    problem = ("no challenge sidecar (kept before issue 22, or removed): "
+                               "the assertion cannot be re-verified"
+                               if str(exc.filename).endswith(CHALLENGE_SUFFIX)
+                               else "the kept assertion is missing")
+                except (OSError, ValueError) as exc:
+                    problem = f"the kept assertion cannot be read: {exc}"
+                else:
+                    problem = recheck(logged, kept, sidecar)
+            report.total += 1
+            if problem is not None:
+                report.failures.append(AssertionFinding(seq=logged.seq,
+                                                        approval_id=logged.approval_id,
+                                                        detail=problem))
+        return report
+
+
+def _read(path: Path, limit: int) -> bytes:
+    """A regular file, not followed through a link, at most `limit` bytes."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError(f"{path.name} is not a regular file")
+        if info.st_size > limit:
+            raise ValueError(f"{path.name} is over {limit} bytes")
+        data = os.read(fd, limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise ValueError(f"{path.name} is over {limit} bytes")
+    return data
+
+
+def report_lines(report: AssertionReport) -> list[str]:
+    out = [f"FAILED: kept_assertion at seq {f.seq} (approval {f.approval_id}): "
+           f"{escape_line(f.detail)}" for f in report.failures]
+    if report.total:
+        out.append(f"assertions: {report.total - len(report.failures)} of {report.total} "
+                   "kept assertions re-verified against the calls they approved")
+    return out
+
+
+def as_json(report: AssertionReport) -> dict[str, Any]:
+    return {"total": report.total,
+            "failures": [{"seq": f.seq, "approval_id": f.approval_id, "detail": f.detail}
+                         for f in report.failures]}
