@@ -8,6 +8,7 @@
   const el = (id) => document.getElementById(id);
 
   function show(section) {
+    el("no-passkey").classList.toggle("hidden", section !== "no-passkey");
     el("login").classList.toggle("hidden", section !== "login");
     el("pending").classList.toggle("hidden", section !== "pending");
   }
@@ -22,7 +23,8 @@
       show("pending");
       await poll();
     } catch (error) {
-      bx.say("login failed: " + error.message);
+      if (error.code === "no_passkey") { show("no-passkey"); return; }
+      bx.say("login failed: " + bx.explain(error));
     }
   }
 
@@ -64,14 +66,20 @@
     return entry;
   }
 
+  // An approval that is no longer pending: past its expiry (by brokerd's
+  // count, sent as seconds_left) it expired; before, someone answered it.
+  function gone(entry) {
+    return Date.now() >= entry.deadline - 1000 ? "expired" : "answered elsewhere (bxctl or another page)";
+  }
+
   async function approve(entry) {
     try {
       const assertion = await bx.assertion(entry.item.challenge, null, credential ? [credential] : null);
       await bx.post("/api/approve", {approval_id: entry.item.approval_id, assertion});
       settle(entry, "approved");
     } catch (error) {
-      if (error.status === 409) settle(entry, error.message);
-      else entry.node.querySelector(".outcome").textContent = "not approved: " + error.message;
+      if (error.status === 409) settle(entry, gone(entry));
+      else entry.node.querySelector(".outcome").textContent = "not approved: " + bx.explain(error);
     }
   }
 
@@ -81,7 +89,7 @@
       await bx.post("/api/refuse", {approval_id: entry.item.approval_id, reason: reason || null});
       settle(entry, "refused");
     } catch (error) {
-      if (error.status === 409) settle(entry, error.message);
+      if (error.status === 409) settle(entry, gone(entry));
       else entry.node.querySelector(".outcome").textContent = "not refused: " + error.message;
     }
   }
@@ -101,7 +109,7 @@
     credential = answer.credential;
     const live = new Set(answer.items.map((item) => item.approval_id));
     for (const [id, entry] of shown) {
-      if (!live.has(id) && !entry.done) settle(entry, "answered elsewhere, or expired");
+      if (!live.has(id) && !entry.done) settle(entry, gone(entry));
     }
     // The server lists newest first, and every call not shown yet is newer
     // than those shown: the new ones go above them as a block, in its order.
@@ -117,10 +125,21 @@
     el("empty").classList.toggle("hidden", live.size > 0);
   }
 
+  // The first screen says at once when no passkey is enrolled (the login's
+  // options answer no_passkey then), and what to run.
+  async function anyEnrolled() {
+    try {
+      await bx.post("/api/login/options", {});
+      return true;
+    } catch (error) {
+      return error.code !== "no_passkey";
+    }
+  }
+
   async function start() {
     el("login-button").addEventListener("click", logIn);
     const state = await bx.state();
-    show(state.logged_in ? "pending" : "login");
+    show(state.logged_in ? "pending" : await anyEnrolled() ? "login" : "no-passkey");
     if (state.logged_in) await poll();
     setInterval(() => { if (!el("pending").classList.contains("hidden")) poll(); }, 2000);
     setInterval(() => { for (const entry of shown.values()) if (!entry.done) countdown(entry); }, 1000);

@@ -17,8 +17,9 @@
       await bx.post("/api/enrol/finish", body);
       go.classList.add("hidden");
       bx.say(options.action === "add" ? "passkey enrolled: " + options.name : "passkey removed: " + options.name);
+      document.getElementById("done").classList.remove("hidden");
     } catch (error) {
-      bx.say("not done: " + error.message);
+      bx.say("not done: " + bx.explain(error));
     }
   }
   async function start() {

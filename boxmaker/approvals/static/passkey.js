@@ -73,5 +73,20 @@ const bx = (() => {
     };
   }
   function say(text) { document.getElementById("status").textContent = text; }
-  return {state, post, assertion, create, say};
+  // What the browser's WebAuthn errors mean here, in words (never the raw text).
+  function explain(error) {
+    if (error && error.name === "NotAllowedError") {
+      return "this browser has no passkey for this page, or you cancelled, or it timed out. " +
+        "To enrol one here, run `bxctl passkey add --name NAME` on the box and open its link in this browser.";
+    }
+    if (error && error.name === "InvalidStateError") {
+      return "this authenticator already holds a passkey for boxmaker (bxctl passkey list).";
+    }
+    if (error && error.name === "SecurityError") {
+      return "the browser refused passkeys on this address: open the page at its configured origin " +
+        "(a DNS name with a certificate it trusts, or http://localhost).";
+    }
+    return error && error.message ? error.message : String(error);
+  }
+  return {state, post, assertion, create, say, explain};
 })();
