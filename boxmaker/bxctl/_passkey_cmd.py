@@ -8,6 +8,7 @@ an enrolled one to sign the change).  Exit codes as for every admin command.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from typing import Any
 
@@ -15,8 +16,10 @@ import click
 
 from .._qr import terminal_qr
 from ..proto._convert import unstructure
+from ..proto._errors import DecodeError
 from ..proto._escape import escape_line
 from ..proto._json import dumps_terminal
+from ..proto._wire import parse_ts
 from ..proto._wire_passkey import Enrolment, PasskeyEnrolRequest, PasskeyList, PasskeysRequest
 from ._admin_cmd import _ask, _expect
 from ._app import App, pass_app, text_arg
@@ -24,12 +27,24 @@ from ._app import App, pass_app, text_arg
 _ID_RE = re.compile(r"[A-Za-z0-9_-]{1,1400}", re.ASCII)
 
 
+def local_expiry(expires_at: str, now: dt.datetime | None = None) -> str:
+    """The link's expiry in local time to the second, and how long from now
+    (the wire's UTC with microseconds is for machines)."""
+    try:
+        moment = parse_ts(expires_at)
+    except DecodeError:
+        return escape_line(expires_at)
+    left = round((moment - (now or dt.datetime.now(dt.UTC))).total_seconds())
+    span = f"{round(left / 60)} minutes" if left >= 90 else f"{max(0, left)} seconds"
+    return f"{moment.astimezone().strftime('%H:%M:%S %Z')} (in {span})"
+
+
 def _show_link(enrolment: Enrolment, what: str, qr: bool) -> None:
     if enrolment.url is None:  # pragma: no cover - brokerd always names its first origin
         click.echo(f"token {enrolment.token}")
         return
     click.echo(f"open this link on the device that holds the passkey to {what}")
-    click.echo(f"(once, before {enrolment.expires_at}):")
+    click.echo(f"(once, before {local_expiry(enrolment.expires_at)}):")
     click.echo("")
     click.echo(f"  {escape_line(enrolment.url)}")
     if qr:

@@ -84,3 +84,25 @@ def test_add_without_an_approval_page_configured_says_how() -> None:
     finally:
         proc.stop()
         home.cleanup()
+
+
+def test_add_prints_the_expiry_in_local_time_to_the_second_and_how_long(brokerd: Any) -> None:
+    # Issue 22 item 5: it printed the wire's UTC with microseconds.
+    home, _ = brokerd
+    run = subprocess.run([str(BXCTL), "--admin-socket", str(home.admin), "passkey", "add",
+                          "--name", "phone", "--no-qr"], env=env_for(home) | {"TZ": "BXT-5:30"},
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert run.returncode == 0, run.stderr
+    listed = admin(home.admin, "passkeys", {})
+    assert listed["passkeys"]["items"] == []
+    line = next(line for line in run.stdout.splitlines() if "before" in line)
+    import re
+    found = re.search(r"before (\d\d:\d\d:\d\d) BXT \(in 10 minutes\)", line)
+    assert found is not None, line
+    assert not re.search(r"\.\d{6}|Z\b", line), line
+    import datetime as dt
+    shown = dt.datetime.strptime(found.group(1), "%H:%M:%S").time()
+    now = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=5, minutes=30, seconds=600)).time()
+    gap = abs((dt.datetime.combine(dt.date.today(), now)
+               - dt.datetime.combine(dt.date.today(), shown)).total_seconds())
+    assert gap < 120 or gap > 86_400 - 120, (shown, now)
