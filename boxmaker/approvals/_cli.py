@@ -17,9 +17,23 @@ from .._sd import notify
 from ._config import ConfigError, load_config
 from ._serve import Served, serve
 
+LOOPBACK_NOTE = (
+    "it listens on loopback only: a phone cannot reach it. To serve it to the phone, set "
+    'listen = "0.0.0.0:8443" and origin = "https://NAME:8443" in approvals.toml (NAME: a DNS '
+    "name the phone resolves, e.g. the tailnet's), put the same origin and rp_id = \"NAME\" in "
+    "brokerd.toml's [approvals], and trust the CA on the phone (docs/approvals.md, "
+    '"Serve it to your phone")')
+
+
+def _loopback(bind: str) -> bool:
+    host = bind.rsplit(":", 1)[0].strip("[]")
+    return host == "localhost" or host.startswith("127.") or host == "::1"
+
 
 def announce(served: Served, *, qr: bool) -> None:
     click.echo(f"approval page: {served.url}  (listening on {', '.join(served.binds)})")
+    if served.binds and all(_loopback(b) for b in served.binds):
+        click.echo(LOOPBACK_NOTE)
     if served.ca_cert is not None:
         click.echo(f"its certificate is signed by a local CA: install {served.ca_cert} on "
                    "your phone once (docs/approvals.md says how)")

@@ -355,8 +355,15 @@ def _approvals_child(home: Path) -> ChildSpec:
                           f'home = {json.dumps(str(home))}\norigin = "{origin}"\n',
                           encoding="utf-8")
         click.echo(f"created {config}")
+    listen = "127.0.0.1:8443"
     with contextlib.suppress(OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        origin = str(tomllib.loads(config.read_text(encoding="utf-8")).get("origin", origin))
+        written = tomllib.loads(config.read_text(encoding="utf-8"))
+        origin = str(written.get("origin", origin))
+        listen = str(written.get("listen", listen))
+    if listen.rsplit(":", 1)[0].strip("[]") in ("127.0.0.1", "localhost", "::1"):
+        click.echo(f"approval page: it listens on loopback only ({listen}), which a phone "
+                   f"cannot reach; to serve it to the phone, set listen and an https origin in "
+                   f'{config} (docs/approvals.md, "Serve it to your phone")', err=True)
     settings = _brokerd_settings(home)
     if settings is None or origin not in settings.origins:
         click.echo(f"approval page: brokerd.toml's [approvals] does not name {origin!r}; add "

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from boxmaker.approvals._cli import announce, cli
+from boxmaker.approvals._cli import LOOPBACK_NOTE, announce, cli
 from boxmaker.approvals._serve import Served
 
 
@@ -23,11 +23,15 @@ def test_announce_names_the_url_the_binds_and_the_ca(capsys: pytest.CaptureFixtu
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert lines[0] == "approval page: https://box.example:8443/  (listening on 127.0.0.1:8443)"
-    assert "install /h/approvals/ca.pem on your phone once" in lines[1]
+    assert lines[1] == LOOPBACK_NOTE and "phone cannot reach it" in lines[1]
+    assert "install /h/approvals/ca.pem on your phone once" in lines[2]
     assert len(lines) > 10 and "\x1b" not in out  # the QR code, no escape sequences
     announce(Served(binds=["[::1]:1"], url="http://localhost:1/", ca_cert=None), qr=False)
     assert capsys.readouterr().out == (
-        "approval page: http://localhost:1/  (listening on [::1]:1)\n")
+        "approval page: http://localhost:1/  (listening on [::1]:1)\n" + LOOPBACK_NOTE + "\n")
+    announce(Served(binds=["0.0.0.0:8443"], url="https://box.example:8443/", ca_cert=None),
+             qr=False)
+    assert "loopback" not in capsys.readouterr().out
 
 
 def test_a_bad_config_is_a_usage_error(tmp_path: Path) -> None:

@@ -59,12 +59,16 @@ def test_the_approval_page_child(tmp_path: Path, capsys: pytest.CaptureFixture[s
     err = capsys.readouterr().err
     assert "does not name 'http://localhost:8443'" in err
     assert "approval page: http://localhost:8443/" in err
+    assert "loopback only (127.0.0.1:8443), which a phone cannot reach" in err  # issue 22
     (home / "brokerd.toml").write_text('[approvals]\nrp_id = "localhost"\n'
                                        'origins = ["http://localhost:8443"]\n')
     config.write_text("# the owner's\n" + config.read_text())
     _approvals_child(home)
     assert config.read_text().startswith("# the owner's")  # kept
     assert "does not name" not in capsys.readouterr().err
+    config.write_text(config.read_text() + 'listen = "0.0.0.0:8443"\n')
+    _approvals_child(home)
+    assert "loopback" not in capsys.readouterr().err
 
 
 @pytest.fixture
