@@ -42,6 +42,7 @@ from ..proto._wire_loop import (
     Done,
     LoopStatus,
     LoopStatusRequest,
+    NoticeEvent,
     SayRequest,
     TextEvent,
     ToolCallEvent,
@@ -245,6 +246,8 @@ class ChatSession:
             self.show(render.tool_denied(frame, width))
         elif isinstance(frame, ToolResultEvent):
             self.show(render.tool_result(frame, width))
+        elif isinstance(frame, NoticeEvent):
+            self.show(render.notice(frame, width))
 
     async def _fetch(self, approval_id: int) -> Approval | None:
         answer = await request_async(self.config.admin_socket,

@@ -7,17 +7,18 @@ text itself goes through `_screen.ModelText`, as gutter rows.
 
 from __future__ import annotations
 
-from ..proto._escape import escape_line
+from ..proto._escape import escape_line, escape_text
 from ..proto._json import dumps
 from ..proto._wire import ErrorAnswer
 from ..proto._wire_loop import (
     ApprovalPendingEvent,
     Done,
+    NoticeEvent,
     ToolCallEvent,
     ToolDeniedEvent,
     ToolResultEvent,
 )
-from ._screen import cut, wrap_line
+from ._screen import GUTTER, ModelText, cut, wrap_line
 
 ARGS_SHOWN = 200
 """Tool-call lines show at most this many characters of arguments; the approval
@@ -48,6 +49,17 @@ def tool_result(event: ToolResultEvent, width: int) -> str:
     trust = ", untrusted" if event.untrusted else ""
     return wrap_line(f"\u2713 {escape_line(event.tool)} {event.status}, {event.bytes} bytes, "
                      f"label {event.label}{trust}", width) + "\n"
+
+
+def notice(event: NoticeEvent, width: int) -> str:
+    """loopd's own word about the turn; a repeat's earlier output as gutter rows."""
+    tool = escape_line(event.tool) if event.tool else "the tool"
+    if event.kind == "cut_call":
+        return wrap_line(f"! {tool}: {escape_line(event.text)}", width) + "\n"
+    header = wrap_line(f"\u27f3 {tool} was asked for again with the same arguments; "
+                       "not run again. Its earlier outcome:", width)
+    rows = ModelText(GUTTER)
+    return header + "\n" + rows.feed(escape_text(event.text), width) + rows.close()
 
 
 def done(event: Done) -> str:

@@ -10,6 +10,7 @@ unreadable (`ConversationDamaged`): it is never silently rewritten.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import os
 import re
@@ -62,6 +63,20 @@ def user_message(text: str, ts: str) -> Message:
     )
 
 
+def _sendable_arguments(arguments: str) -> str:
+    """The call's arguments as the server will take them back: a JSON object's text.
+
+    llama-server refuses a whole request (HTTP 500 "Failed to parse tool call
+    arguments as JSON") whose history holds a call with other arguments, so a
+    call the model wrote badly (answered `bad_args`, kept as written in the
+    conversation file) goes back to the server as ``{}``.
+    """
+    try:
+        return arguments if isinstance(json.loads(arguments), dict) else "{}"
+    except ValueError:
+        return "{}"
+
+
 def to_chat(messages: list[Message]) -> list[dict[str, Any]]:
     """The messages as llama-server's chat completion API wants them."""
     out: list[dict[str, Any]] = []
@@ -72,7 +87,8 @@ def to_chat(messages: list[Message]) -> list[dict[str, Any]]:
                 {
                     "id": call.id,
                     "type": "function",
-                    "function": {"name": call.name, "arguments": call.arguments},
+                    "function": {"name": call.name,
+                                 "arguments": _sendable_arguments(call.arguments)},
                 }
                 for call in message.tool_calls
             ]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,14 @@ import attrs
 import trio
 
 from .._errors import ConfigurationError, UnavailableError
-from .._http import ChatResult, TextDelta, chat_request_body
+from .._http import (
+    ChatResult,
+    InferenceHTTPError,
+    InferenceStreamError,
+    TextDelta,
+    ToolCall,
+    chat_request_body,
+)
 from .._http.client import LlamaClient
 from ..proto._convert import U64, JsonObject
 from ..proto._errors import DecodeError
@@ -38,6 +45,7 @@ from ..proto._wire_loop import (
     Done,
     Event,
     Finish,
+    NoticeEvent,
     TextEvent,
     ToolCallEvent,
     ToolDeniedEvent,
@@ -48,6 +56,14 @@ from ..proto._wire_loop import (
 )
 from ._broker_port import BROKER_UNAVAILABLE_RUNBOOK, BrokerOutcome, BrokerPort, BrokerUnavailable
 from ._conversations import ConversationStore, Message, ToolCallRef, now_ts, to_chat, user_message
+from ._shown import (
+    CUT_CALL_TEXT_FOR_MODEL,
+    CUT_CALL_TEXT_FOR_OWNER,
+    REPEAT_TEXT_FOR_MODEL,
+    call_key,
+    denial_text,
+    result_text,
+)
 
 log = logging.getLogger("boxmaker.loopd")
 
@@ -127,6 +143,13 @@ def _raw(arguments: str) -> str:
     return arguments[:MAX_RAW_ARGS_CHARS] + f"\u2026 (cut: {len(arguments)} characters)"
 
 
+def _is_cut_call(exc: InferenceHTTPError | InferenceStreamError) -> bool:
+    """The server could not read the model's tool call (llama-server's own words)."""
+    message = exc.error.get("message") if exc.error else None
+    text = message if isinstance(message, str) else exc.text
+    return "Failed to parse tool call" in text
+
+
 Emit = Callable[[Event], Awaitable[None]]
 
 
@@ -183,24 +206,49 @@ class Turn:
         await self.store.append(conversation, user_message(text, now_ts()))
         prompt_tokens = completion_tokens = 0
         rounds = 0
+        ran: dict[str, str] = {}
+        """Each call made in this turn (its `call_key`) and its outcome in boxmaker's words."""
         while True:
             core = read_core(self.settings.core_md)
             rounds += 1
             result = await self._one_round(conversation, core)
-            if result.usage is not None:
+            if result is not None and result.usage is not None:
                 prompt_tokens += result.usage.prompt_tokens
                 completion_tokens += result.usage.completion_tokens
             usage = Usage(prompt_tokens=U64(prompt_tokens),
                           completion_tokens=U64(completion_tokens))
-            if result.finish_reason != "tool_calls" or not result.tool_calls:
+            if result is not None and (result.finish_reason != "tool_calls"
+                                       or not result.tool_calls):
                 finish: Finish = "length" if result.finish_reason == "length" else "stop"
                 return Done(finish=finish, rounds=U64(rounds), usage=usage)
-            for call in result.tool_calls:
-                await self._run_tool_call(conversation, call.id, call.name, call.arguments, clock)
+            calls = result.tool_calls if result is not None else []
+            for index, call in enumerate(calls):
+                args, _ = _forwardable_args(call.arguments)
+                key = call_key(call.name[:MAX_TOOL_NAME], args, call.arguments)
+                if key in ran:
+                    await self._repeat(conversation, calls[index:], ran[key])
+                    return Done(finish="repeat", rounds=U64(rounds), usage=usage)
+                ran[key] = await self._run_tool_call(conversation, call.id, call.name,
+                                                     call.arguments, clock)
             if rounds >= self.settings.max_rounds:
                 return Done(finish="max_rounds", rounds=U64(rounds), usage=usage)
 
-    async def _one_round(self, conversation: str, core: str | None) -> ChatResult:
+    async def _repeat(self, conversation: str, calls: Sequence[ToolCall], shown: str) -> None:
+        """The model asked again for a call it made in this turn: show, do not run.
+
+        The owner sees the earlier outcome in boxmaker's words; each call left
+        in the round gets a `tool` message (the repeat: that it was shown; any
+        after it: that the turn ended), so the next turn's history is whole.
+        """
+        first = calls[0]
+        await self.emit(NoticeEvent(kind="repeat", call_id=first.id[:MAX_CALL_ID_CHARS],
+                                    tool=first.name[:MAX_TOOL_NAME], text=shown))
+        for call in calls:
+            await self._tool_message(conversation, call.id[:MAX_CALL_ID_CHARS],
+                                     REPEAT_TEXT_FOR_MODEL)
+
+    async def _one_round(self, conversation: str, core: str | None) -> ChatResult | None:
+        """One request and its answer; None when the model's call was cut (and told)."""
         messages = to_chat(self.store.load(conversation))
         if core:
             messages.insert(0, {"role": "system", "content": core})
@@ -220,9 +268,18 @@ class Turn:
                         for piece in split_text(delta.text):  # a frame holds 8 MiB
                             await self.emit(TextEvent(delta=piece))
             result = stream.result()
+        except (InferenceHTTPError, InferenceStreamError) as exc:
+            if not _is_cut_call(exc):
+                await self._keep_interrupted(conversation, stream.assembler.text)
+                raise
+            await self._cut_call(conversation, stream.assembler.text, None)
+            return None
         except BaseException:
             await self._keep_interrupted(conversation, stream.assembler.text)
             raise
+        if result.finish_reason == "length" and result.tool_calls:
+            await self._cut_call(conversation, result.text, result.tool_calls[0].name)
+            return None
         if result.timings is not None:
             timings = result.timings
             log.info("conversation %s: round done: finish %s, prompt_n %s, cache_n %s, "
@@ -240,6 +297,18 @@ class Turn:
         )
         return result
 
+    async def _cut_call(self, conversation: str, text: str, tool: str | None) -> None:
+        """A call cut before it was complete: told to the owner and the model; none runs."""
+        await self.emit(NoticeEvent(kind="cut_call", call_id=None,
+                                    tool=tool[:MAX_TOOL_NAME] if tool else None,
+                                    text=CUT_CALL_TEXT_FOR_OWNER))
+        content = f"{text}\n{CUT_CALL_TEXT_FOR_MODEL}" if text else CUT_CALL_TEXT_FOR_MODEL
+        await self.store.append(
+            conversation,
+            Message(role="assistant", content=content, tool_calls=None, tool_call_id=None,
+                    interrupted=False, ts=now_ts()),
+        )
+
     async def _keep_interrupted(self, conversation: str, text: str) -> None:
         """An interrupted assistant message is kept with what was received."""
         message = Message(role="assistant", content=text, tool_calls=None, tool_call_id=None,
@@ -253,7 +322,8 @@ class Turn:
 
     async def _run_tool_call(
         self, conversation: str, call_id: str, name: str, arguments: str, clock: _Clock
-    ) -> None:
+    ) -> str:
+        """Run one call through brokerd; its outcome in boxmaker's words (for a repeat)."""
         tool = name[:MAX_TOOL_NAME]
         call_id = call_id[:MAX_CALL_ID_CHARS]  # as kept in the assistant message
         args, problem = _forwardable_args(arguments)
@@ -261,9 +331,9 @@ class Turn:
                                       args=JsonObject(args) if args is not None else None,
                                       raw_args=None if args is not None else _raw(arguments)))
         if args is None:
-            await self._deny(conversation, call_id, tool, "bad_args",
-                             f"{problem}; brokerd was not asked", None)
-            return
+            reason = f"{problem}; brokerd was not asked"
+            await self._deny(conversation, call_id, tool, "bad_args", reason, None)
+            return denial_text(tool, "bad_args", reason)
 
         async def on_pending(pending: Pending) -> None:
             clock.pause()
@@ -276,10 +346,10 @@ class Turn:
                                              on_pending=on_pending)
         finally:
             clock.resume()
-        await self._settle(conversation, call_id, tool, outcome)
+        return await self._settle(conversation, call_id, tool, outcome)
 
     async def _settle(self, conversation: str, call_id: str, tool: str,
-                      outcome: BrokerOutcome) -> None:
+                      outcome: BrokerOutcome) -> str:
         if isinstance(outcome, Result):
             output = outcome.output
             size = len(dumps(output).encode("utf-8")) if output is not None else 0
@@ -288,30 +358,30 @@ class Turn:
                                             untrusted=outcome.untrusted))
             content = dumps({"status": outcome.status, "output": output})
             await self._tool_message(conversation, call_id, content)
-        elif isinstance(outcome, Denied):
-            await self._deny(conversation, call_id, tool, outcome.code, outcome.reason,
-                             outcome.runbook)
-        elif isinstance(outcome, ErrorAnswer):
+            return result_text(tool, outcome.status, output)
+        if isinstance(outcome, Denied):
+            return await self._deny(conversation, call_id, tool, outcome.code, outcome.reason,
+                                    outcome.runbook)
+        if isinstance(outcome, ErrorAnswer):
             code = outcome.code if outcome.code in ("runner_unavailable",
                                                     "audit_unavailable") else None
             if code is None:
-                await self._deny(conversation, call_id, tool, "broker_unavailable",
-                                 f"brokerd answered with error {outcome.code}",
-                                 BROKER_UNAVAILABLE_RUNBOOK)
-            else:
-                await self._deny(conversation, call_id, tool, code, outcome.message,
-                                 outcome.runbook)
-        else:
-            assert isinstance(outcome, BrokerUnavailable)
-            log.warning("broker call %s: %s", json.dumps(call_id), outcome.reason)
-            await self._deny(conversation, call_id, tool, "broker_unavailable", outcome.reason,
-                             BROKER_UNAVAILABLE_RUNBOOK)
+                return await self._deny(conversation, call_id, tool, "broker_unavailable",
+                                        f"brokerd answered with error {outcome.code}",
+                                        BROKER_UNAVAILABLE_RUNBOOK)
+            return await self._deny(conversation, call_id, tool, code, outcome.message,
+                                    outcome.runbook)
+        assert isinstance(outcome, BrokerUnavailable)
+        log.warning("broker call %s: %s", json.dumps(call_id), outcome.reason)
+        return await self._deny(conversation, call_id, tool, "broker_unavailable",
+                                outcome.reason, BROKER_UNAVAILABLE_RUNBOOK)
 
     async def _deny(self, conversation: str, call_id: str, tool: str, code: str, reason: str,
-                    runbook: str | None) -> None:
+                    runbook: str | None) -> str:
         await self.emit(ToolDeniedEvent(call_id=call_id, tool=tool, code=code,  # type: ignore[arg-type]
                                         reason=reason, runbook=runbook))
         await self._tool_message(conversation, call_id, text_for_model(code))
+        return denial_text(tool, code, reason)
 
     async def _tool_message(self, conversation: str, call_id: str, content: str) -> None:
         await self.store.append(

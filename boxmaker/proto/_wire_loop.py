@@ -196,19 +196,50 @@ class ToolResultEvent:
     untrusted: bool
 
 
-Event = TextEvent | ToolCallEvent | ApprovalPendingEvent | ToolDeniedEvent | ToolResultEvent
+MAX_NOTICE_CHARS: Final = 4096
+"""A `notice` event's `text` is at most this many characters (loopd cuts the output)."""
+
+NoticeKind = Literal["repeat", "cut_call"]
+
+
+def _check_notice_text(_: object, attribute: attrs.Attribute[Any], value: str) -> None:
+    if not 1 <= len(value) <= MAX_NOTICE_CHARS:
+        raise InvalidValue(f"{attribute.name}: 1 to {MAX_NOTICE_CHARS} characters")
+
+
+@attrs.frozen(kw_only=True)
+class NoticeEvent:
+    """loopd's own word to the owner about the turn (issue 27), never the model's text.
+
+    `repeat`: the model asked again for a call it had already made in this
+    turn; it was not run again, the turn ends and `text` shows the earlier
+    outcome (the tool's output is untrusted: a client escapes it).  `cut_call`:
+    the model's tool call was cut off (the token limit, or the server could not
+    parse it); nothing was run and the turn goes on.
+    """
+
+    kind: NoticeKind
+    call_id: str | None = attrs.field(
+        validator=attrs.validators.optional(_check_call_id))
+    tool: str | None = attrs.field(validator=attrs.validators.optional(check_tool))
+    text: str = attrs.field(validator=_check_notice_text)
+
+
+Event = (TextEvent | ToolCallEvent | ApprovalPendingEvent | ToolDeniedEvent | ToolResultEvent
+         | NoticeEvent)
 EVENT_TAGS: Final[dict[str, type]] = {
     "text": TextEvent,
     "tool_call": ToolCallEvent,
     "approval_pending": ApprovalPendingEvent,
     "tool_denied": ToolDeniedEvent,
     "tool_result": ToolResultEvent,
+    "notice": NoticeEvent,
 }
 register_tagged_union(Event, EVENT_TAGS)
 
 # --- final and single answers ----------------------------------------------------
 
-Finish = Literal["stop", "length", "max_rounds"]
+Finish = Literal["stop", "length", "max_rounds", "repeat"]
 
 
 @attrs.frozen(kw_only=True)
@@ -319,6 +350,7 @@ class Conversations:
 
 LoopFrame = (
     TextEvent
+    | NoticeEvent
     | ToolCallEvent
     | ApprovalPendingEvent
     | ToolDeniedEvent

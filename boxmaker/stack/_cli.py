@@ -69,9 +69,9 @@ def _configured_upstream(home: Path) -> str | None:
 LOCAL_PORT_FILE = "local-model.port"
 
 
-def _local_spec() -> ModelSpec:
-    """The embedded model: BOXMAKER_LOCAL_MODEL names another of _models.py (the benches)."""
-    key = os.environ.get("BOXMAKER_LOCAL_MODEL")
+def _local_spec(chosen: str | None = None) -> ModelSpec:
+    """The embedded model: --model, else BOXMAKER_LOCAL_MODEL (the benches), else the default."""
+    key = chosen or os.environ.get("BOXMAKER_LOCAL_MODEL")
     if not key:
         return DEFAULT_MODEL
     if key not in MODELS:
@@ -79,10 +79,10 @@ def _local_spec() -> ModelSpec:
     return MODELS[key]
 
 
-def _prepare_local(home: Path) -> tuple[LocalModel, int]:
+def _prepare_local(home: Path, spec: ModelSpec) -> tuple[LocalModel, int]:
     """The built local model, and its port (chosen free once, then kept in the home)."""
     try:
-        local = prepare(_local_spec())
+        local = prepare(spec)
     except LocalModelMissing as exc:
         raise click.ClickException(str(exc)) from exc
     port_file = home / LOCAL_PORT_FILE
@@ -237,13 +237,21 @@ def cli() -> None:
     help=f"Use the embedded local model ({DEFAULT_MODEL.title}; the default when no server "
          "is known).",
 )
+@click.option(
+    "--model",
+    "model_key",
+    type=click.Choice(sorted(MODELS)),
+    default=None,
+    help=f"Which embedded model to run (implies the local model; default {DEFAULT_MODEL.key}; "
+         "qwen2.5-coder-0.5b is the small and fast one).",
+)
 @click.option("--no-chat", is_flag=True, help="Start the daemons only; Ctrl-C stops them.")
 @click.option("--approvals-page", is_flag=True,
               help="Also serve the approval page (docs/approvals.md), and print its URL.")
 @click.option("--no-tools", is_flag=True,
               help="Do not install podman or build the tools image; tools are refused.")
-def up(home: Path | None, url: str | None, local_model: bool, no_chat: bool,
-       approvals_page: bool, no_tools: bool) -> None:
+def up(home: Path | None, url: str | None, local_model: bool, model_key: str | None,
+       no_chat: bool, approvals_page: bool, no_tools: bool) -> None:
     """Start brokerd, inferproxy and loopd, then open a chat; stop them all at the end.
 
     The inference server is --inference URL, or the one in the home's
@@ -259,8 +267,10 @@ def up(home: Path | None, url: str | None, local_model: bool, no_chat: bool,
         raise click.UsageError(
             f"--inference wants http://HOST:PORT or https://HOST:PORT, not {url!r}"
         )
-    if url is not None and local_model:
-        raise click.UsageError("--inference and --local-model exclude each other")
+    if url is not None and (local_model or model_key is not None):
+        raise click.UsageError("--inference and --local-model (or --model) exclude each other")
+    local_model = local_model or model_key is not None
+    spec = _local_spec(model_key)
     use_local = local_model or (url is None and (configured is None
                                                  or local_port_file.exists()))
     if use_local and configured is not None and not local_port_file.exists():
@@ -279,20 +289,21 @@ def up(home: Path | None, url: str | None, local_model: bool, no_chat: bool,
     tools_wanted = not no_tools and (not (home / "brokerd.toml").exists()
                                      or is_owned(home, "brokerd.toml"))
     compiler = (_compiler_missing() if use_local and not LocalModel.in_cache(
-        _local_spec()).server.is_file() else [])
+        spec).server.is_file() else [])
     consent = AptConsent(compiler + (missing_commands() if tools_wanted else []))
     if use_local:
         if compiler:
             _get_compiler(consent)
-        local, port = _prepare_local(home)
+        local, port = _prepare_local(home, spec)
         upstream = f"http://127.0.0.1:{port}"
         slots, n_ctx, max_tokens = SLOTS, N_CTX_PER_SLOT, 512
         slot_dir = home / "llama-slots"
         slot_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         extra.append(ChildSpec(name="llama-server", argv=local.argv(port, slot_dir),
                                ready_timeout_s=300, ready=partial(wait_healthy, port)))
-        click.echo(f"inference: the local model {local.spec.title} (small: it chats, and is "
-                   "weak at using tools)", err=True)
+        click.echo(f"inference: the local model {local.spec.title} (small: it makes simple "
+                   "tool calls and makes up facts; docs/benchmarks.md has its figures)",
+                   err=True)
     else:
         upstream = (url or configured or "").rstrip("/")
         slots, n_ctx = 4, 262144

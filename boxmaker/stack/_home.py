@@ -143,10 +143,12 @@ loop_socket = {_toml_str(run / "loop.sock")}
     )
     _write_new(
         home / "core.md",
-        """You are a careful assistant running on the owner's own machine.
+        f"""You are a careful assistant running on the owner's own machine.
 You can use tools to read the owner's notes and fetch documentation pages.
 Every tool call is checked against the owner's rules; some need the owner's
 approval. If a call is refused, say so and do not try the same call again.
+The owner's notes are in the directory {demo_notes} (tools take absolute paths).
+When a tool result comes back, answer the owner's question from it in plain words.
 """,
         created,
     )

