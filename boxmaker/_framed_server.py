@@ -14,7 +14,7 @@ connection is a task, and goes through the same steps:
 
 A connection that fails in any way (the peer resets it, a bug in a handler)
 is logged and closed; the daemon goes on serving.  The listener pauses while
-descriptors or memory run out (`_unix.accept_loop`); at most
+descriptors or memory run out (`_unix_accept.accept_loop`); at most
 `max_connections` connections of one socket are served at once.
 
 What the error frames say is each daemon's own (`Wording`): brokerd and
@@ -33,7 +33,8 @@ import trio
 
 from ._error_table import condition
 from ._streams import receive_frame, send_frame
-from ._unix import ListenerLost, PeerCred, accept_loop, peer_credentials
+from ._unix import ListenerLost, PeerCred, peer_credentials
+from ._unix_accept import accept_loop
 from .proto._errors import DecodeError, FrameError
 from .proto._escape import escape_line
 from .proto._framing import MAX_FRAME, FrameDecoder

@@ -13,35 +13,30 @@ Clients check the server with `served_by`: the uid they expect, or the
 service manager itself (pid 1, root) for a socket that systemd made and has
 not yet handed over (the connection that starts the daemon).
 
-The accept loop pauses (backing off up to 1 s) when descriptors or memory run
-out and raises ListenerLost on any other failure of the listener.
+The accept loop (trio) is `boxmaker._unix_accept`: this module loads no trio,
+so that a client (`bxctl status`) does not pay for it.
 """
 
 from __future__ import annotations
 
-import errno
-import logging
 import os
 import socket
 import stat
 import struct
-from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Protocol
 
 import attrs
-import trio
 
 from ._errors import UnavailableError
 
-log = logging.getLogger("boxmaker.sockets")
 
-CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
-"""Running out of descriptors or memory: pause the listener, do not stop."""
-TRANSIENT_ERRNOS = frozenset({errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.EAGAIN,
-                              errno.EINTR})
-"""One connection went wrong before it was accepted: try the next one."""
-BACKOFF_FIRST = 0.01
-BACKOFF_MAX = 1.0
+class _Socket(Protocol):
+    """A socket of the standard library or of trio: what SO_PEERCRED needs."""
+
+    def getsockopt(self, level: int, optname: int, buflen: int, /) -> bytes: ...
+
+
 LISTEN_BACKLOG = 128
 _UCRED = struct.Struct("3i")
 
@@ -61,7 +56,7 @@ class PeerCred:
     gid: int
 
 
-def peer_credentials(sock: socket.socket | trio.socket.SocketType) -> PeerCred:
+def peer_credentials(sock: _Socket) -> PeerCred:
     """The kernel's word on who is at the other end (SO_PEERCRED)."""
     raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
     pid, uid, gid = _UCRED.unpack(raw)
@@ -217,57 +212,3 @@ def bind_unix_listener(path: Path, *, shared_dir: bool, open_socket: bool,
         sock.close()
         raise SocketSetupError(f"{_show(path)} cannot be bound ({exc.strerror})") from exc
     return sock
-
-
-async def accept_loop(
-    listener: trio.socket.SocketType,
-    handle: Callable[[trio.socket.SocketType], Awaitable[None]],
-    nursery: trio.Nursery,
-    *,
-    name: str,
-    max_connections: int | None = None,
-) -> None:
-    """Accept forever, one task per connection; pause on exhaustion, raise ListenerLost.
-
-    With `max_connections`, at most that many connections are served at once:
-    past it, accepting pauses until one ends (the kernel's backlog holds the
-    rest), so that many peers each sending a large frame cannot exhaust memory.
-    """
-    backoff = BACKOFF_FIRST
-    limiter = trio.CapacityLimiter(max_connections) if max_connections is not None else None
-    while True:
-        token = object()
-        if limiter is not None:
-            await limiter.acquire_on_behalf_of(token)
-        try:
-            conn, _ = await listener.accept()
-        except BaseException as exc:
-            if limiter is not None:  # no connection came of it: the place is free again
-                limiter.release_on_behalf_of(token)
-            if isinstance(exc, trio.ClosedResourceError):
-                raise ListenerLost(f"the {name} listener was closed") from exc
-            if not isinstance(exc, OSError):
-                raise
-            if exc.errno in CAPACITY_ERRNOS:
-                log.warning("%s listener paused for %.2f s: %s", name, backoff,
-                            os.strerror(exc.errno or 0))
-                await trio.sleep(backoff)
-                backoff = min(backoff * 2, BACKOFF_MAX)
-                continue
-            if exc.errno in TRANSIENT_ERRNOS:
-                continue
-            raise ListenerLost(f"the {name} listener failed ({exc.strerror or exc})") from exc
-        backoff = BACKOFF_FIRST
-        if limiter is None:
-            nursery.start_soon(handle, conn)
-        else:
-            nursery.start_soon(_limited, handle, conn, limiter, token)
-
-
-async def _limited(handle: Callable[[trio.socket.SocketType], Awaitable[None]],
-                   conn: trio.socket.SocketType, limiter: trio.CapacityLimiter,
-                   token: object) -> None:
-    try:
-        await handle(conn)
-    finally:
-        limiter.release_on_behalf_of(token)

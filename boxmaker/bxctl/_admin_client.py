@@ -15,7 +15,6 @@ import os
 from pathlib import Path
 
 import click
-import trio
 
 from .._error_table import shown
 from .._errors import UnavailableError
@@ -117,6 +116,8 @@ def _unreachable(path: Path, failed: ExchangeFailed, *, brokerd_uid: int,
 async def request_async(path: Path, body: AdminRequestBody, *, brokerd_uid: int,
                         timeout: float = ANSWER_SECONDS) -> AdminAnswer:
     """`request` for trio code (bxctl chat fetching an approval by id)."""
+    import trio  # only chat runs trio: `bxctl status` never loads it
+
     return await trio.to_thread.run_sync(
         lambda: request(path, body, brokerd_uid=brokerd_uid, timeout=timeout),
         abandon_on_cancel=True,

@@ -32,7 +32,8 @@ import trio
 
 from .. import _sd
 from .._errors import UnavailableError
-from .._unix import SocketSetupError, accept_loop, bind_unix_listener
+from .._unix import SocketSetupError, bind_unix_listener
+from .._unix_accept import accept_loop
 from ..proto._escape import escape_line
 from ._config import ConfigError, InferproxyConfig, key_file_is_shared, read_api_key
 from ._proxy import ProxySettings, handle_connection

@@ -2,22 +2,60 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import click
 from click.testing import CliRunner
 
 from boxmaker import __version__
-from boxmaker.bxctl._cli import cli
+from boxmaker.bxctl._cli import LAZY_COMMANDS, cli
 
 
 def test_every_subcommand_is_assembled() -> None:
     assert isinstance(cli, click.Group)
-    assert set(cli.commands) == {"audit", "grants", "chat", "passkey", "approvals", "approve",
-                                 "refuse", "status", "session"}
-    grants = cli.commands["grants"]
+    ctx = click.Context(cli)
+    assert set(cli.list_commands(ctx)) == {"audit", "grants", "chat", "passkey", "approvals",
+                                           "approve", "refuse", "status", "session"}
+    grants = cli.get_command(ctx, "grants")
     assert isinstance(grants, click.Group)
     assert {"replay", "suggest"} <= set(grants.commands)
+
+
+def test_the_kept_help_lines_are_the_commands_own() -> None:
+    ctx = click.Context(cli)
+    for name, (_, _, kept) in LAZY_COMMANDS.items():
+        command = cli.get_command(ctx, name)
+        assert command is not None and command.name == name
+        assert kept == command.get_short_help_str(limit=65), name
+
+
+QUIET = ("trio", "cryptography", "boxmaker.bxctl._replay_pool", "boxmaker.bxctl._chat_render",
+         "boxmaker.bxctl._chat_cmd", "boxmaker.bxctl._audit_cmd", "webauthn", "cattrs")
+
+
+def _modules_after(args: list[str]) -> set[str]:
+    code = ("import sys\nfrom boxmaker.bxctl._cli import LAZY_COMMANDS, cli\n"
+            "try:\n    cli(sys.argv[1:], prog_name='bxctl')\nexcept SystemExit:\n    pass\n"
+            "sys.stderr.write('\\n'.join(sorted(sys.modules)))\n")
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          timeout=60, check=False)
+    return set(done.stderr.split("\n"))
+
+
+def test_importing_the_cli_and_its_help_import_no_subcommand() -> None:
+    for args in ([], ["--help"], ["--version"]):
+        loaded = _modules_after(args)
+        assert "boxmaker.bxctl._cli" in loaded
+        assert not [m for m in loaded if m.split(".")[0] in QUIET or m in QUIET], args
+
+
+def test_status_loads_neither_trio_nor_the_chat() -> None:
+    loaded = _modules_after(["--admin-socket", "/nonexistent/admin.sock", "status"])
+    assert "boxmaker.bxctl._admin_cmd" in loaded
+    assert not [m for m in loaded if m.split(".")[0] in ("trio", "cryptography", "webauthn")
+                or m in QUIET[3:-1]]
 
 
 def test_the_version_and_the_help() -> None:
