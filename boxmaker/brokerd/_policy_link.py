@@ -17,7 +17,6 @@ import attrs
 from ..policy._decide import decide, redecide
 from ..policy._decision import Ask, Decision, ProtectedPaths, ToolCall
 from ..policy._model import GrantSet, GrantState
-from ..proto._args import FILE_TOOLS
 from ..proto._taint import Taint
 from ._lifecycle import Allow, AskOwner, Deny, Verdict
 from .runner._spec import RunSpec, build_run_spec
@@ -71,11 +70,6 @@ def deny_paths(grants: GrantState | None, tool: str) -> tuple[str, ...]:
     """The paths the runner masks inside a directory mount (issue 10): the `deny`
     grants of the same tool, and for write_file (a read-write mount) those of
     every file tool."""
-    if not isinstance(grants, GrantSet) or tool not in FILE_TOOLS:
+    if not isinstance(grants, GrantSet):
         return ()
-    tools = FILE_TOOLS if tool == "write_file" else (tool,)
-    out: list[str] = []
-    for grant in grants.grants:
-        if grant.mode == "deny" and grant.tool in tools:
-            out += [p for p in grant.paths if p not in out]
-    return tuple(out)
+    return grants.deny_paths.get(tool, ())

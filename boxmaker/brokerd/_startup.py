@@ -27,7 +27,7 @@ from ..policy._load import GrantsWatcher
 from ..policy._model import GrantState
 from ._audit_link import AuditStartup
 from ._checkpoints_link import open_checkpoints
-from ._context import Daemon
+from ._context import Daemon, keep_out_of_collections
 from ._ledger import Ledger
 from ._passkeys import PasskeyRegistry
 from ._policy_link import PolicyLink
@@ -170,6 +170,7 @@ async def prepare_daemon(config: BrokerdConfig, startup: AuditStartup, *,
     warnings = _audit_report_warnings(config, startup)
     watcher = GrantsWatcher(config.grants)
     grants, _ = watcher.refresh()
+    keep_out_of_collections()
     _warn_about_grants(config, grants)
     problem = runner_settings_problem(config)
     if problem is not None:  # before `podman info`: a bad setting fails at once

@@ -12,7 +12,7 @@ from typing import Final, Literal
 
 import attrs
 
-from ..proto._args import ToolName
+from ..proto._args import FILE_TOOLS, ToolName
 from ..proto._taint import Label
 
 Mode = Literal["allow", "ask", "deny"]
@@ -143,6 +143,11 @@ class GrantSet:
     """(wildcard, name) -> the http_fetch grants with such a pattern."""
     length_sets: dict[str, frozenset[int]] = attrs.field(eq=False, repr=False)
     """tool -> `path_lengths` as a set."""
+    deny_paths: dict[str, tuple[str, ...]] = attrs.field(eq=False, repr=False)
+    """file tool -> the paths the runner masks inside its directory mounts: the `deny`
+    grants of that tool, and for write_file (a read-write mount) those of every file
+    tool; built once when the grants load (issue 23), never a walk per call."""
+    by_id: dict[str, Grant] = attrs.field(eq=False, repr=False)
     covering: dict[tuple[str, str], tuple[tuple[Grant, str], ...]] = attrs.field(
         factory=dict, eq=False, repr=False
     )
@@ -162,6 +167,8 @@ class GrantSet:
             path_lengths=lengths,
             by_host=_index_hosts(items),
             length_sets={tool: frozenset(sizes) for tool, sizes in lengths.items()},
+            deny_paths=_index_deny_paths(items),
+            by_id={grant.id: grant for grant in items},
         )
 
     @property
@@ -173,10 +180,20 @@ class GrantSet:
         return GrantsReport(ok=True, count=len(self.grants), digest=self.digest, problems=[])
 
     def get(self, grant_id: str) -> Grant | None:
-        for grant in self.grants:
-            if grant.id == grant_id:
-                return grant
-        return None
+        return self.by_id.get(grant_id)
+
+
+def _index_deny_paths(grants: tuple[Grant, ...]) -> dict[str, tuple[str, ...]]:
+    """See `GrantSet.deny_paths`: each path once, in grant order."""
+    out: dict[str, tuple[str, ...]] = {}
+    for tool in sorted(FILE_TOOLS):
+        tools = FILE_TOOLS if tool == "write_file" else frozenset({tool})
+        seen: dict[str, None] = {}
+        for grant in grants:
+            if grant.mode == "deny" and grant.tool in tools:
+                seen.update(dict.fromkeys(grant.paths))
+        out[tool] = tuple(seen)
+    return out
 
 
 @attrs.frozen(kw_only=True)

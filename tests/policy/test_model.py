@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from boxmaker.policy._grants import parse_grant_texts
 from boxmaker.policy._model import EMPTY_DIGEST, GrantSet, GrantsReport, HostPattern
 from boxmaker.proto._convert import structure, unstructure
@@ -66,3 +69,32 @@ def test_report_fits_the_admin_wire_message() -> None:
     for case in ("valid", "several-problems", "G1-file", "G8-hosts"):
         doc = unstructure(load_grants(fixtures / case).report)
         assert unstructure(structure(doc, _wire_admin.GrantsReport)) == doc
+
+
+FILE_TOOL_NAMES = ("read_file", "list_dir", "write_file")
+
+
+def _walked_deny_paths(grant_set: GrantSet, tool: str) -> tuple[str, ...]:
+    """The walk per call that the index replaced (issue 23), kept as the oracle."""
+    tools = FILE_TOOL_NAMES if tool == "write_file" else (tool,)
+    out: list[str] = []
+    for grant in grant_set.grants:
+        if grant.mode == "deny" and grant.tool in tools:
+            out += [p for p in grant.paths if p not in out]
+    return tuple(out)
+
+
+@given(st.lists(st.tuples(st.sampled_from(FILE_TOOL_NAMES), st.sampled_from(["allow", "deny",
+                                                                            "ask"]),
+                          st.lists(st.sampled_from(["/a", "/a/b", "/c", "/d/e"]), min_size=1,
+                                   max_size=3, unique=True)), max_size=12))
+def test_the_deny_path_index_is_the_walk(specs: list[tuple[str, str, list[str]]]) -> None:
+    text = "".join(
+        f'[[grant]]\nid = "g{n}"\ntool = "{tool}"\nmode = "{mode}"\npaths = {paths!r}\n'
+        .replace("'", '"') for n, (tool, mode, paths) in enumerate(specs))
+    state = parse_grant_texts({"a.toml": text})
+    assert isinstance(state, GrantSet), state
+    for tool in FILE_TOOL_NAMES:
+        assert state.deny_paths[tool] == _walked_deny_paths(state, tool)
+    assert all(state.get(f"g{n}") is state.grants[n] for n in range(len(specs)))
+    assert state.get("nope") is None
