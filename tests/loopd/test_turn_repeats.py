@@ -102,8 +102,8 @@ async def test_arguments_that_are_not_an_object_go_back_to_the_server_as_empty(
     with trio.fail_after(30):
         await harness.run()
     sent = harness.fake.chat_bodies[1]["messages"]
-    [call] = [m for m in sent if m.get("tool_calls")][0]["tool_calls"]
+    [call] = next(m for m in sent if m.get("tool_calls"))["tool_calls"]
     assert call["function"]["arguments"] == "{}"
-    kept = [m for m in harness.store.load("c1") if m.tool_calls][0]
+    kept = next(m for m in harness.store.load("c1") if m.tool_calls)
     assert kept.tool_calls is not None and kept.tool_calls[0].arguments == "not json"
     assert not [e for e in harness.events if isinstance(e, ToolResultEvent)]
