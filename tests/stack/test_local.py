@@ -12,6 +12,7 @@ import pytest
 import trio
 import trio.testing
 
+from boxmaker._errors import ConfigurationError
 from boxmaker._http11 import HttpRequest, HttpResponse, serve_tcp
 from boxmaker.stack._fetch_model import cache_root
 from boxmaker.stack._local import (
@@ -25,7 +26,6 @@ from boxmaker.stack._local import (
     free_port,
     wait_healthy,
 )
-from boxmaker._errors import ConfigurationError
 from boxmaker.stack._models import DEFAULT_MODEL, MODELS, TEMPLATE_NAME, TEMPLATES
 
 
