@@ -71,22 +71,31 @@ class CheckpointsRuntime:
                     nursery.start_soon(_try_push, pusher)
 
     def status(self, format_time: Callable[[float], str]) -> CheckpointsStatus:
+        """What `status` shows.  No kept value can make it fail: a time that
+        cannot be shown is shown as none (issue 22 item 11)."""
         latest = self.checkpointer.latest
-        signed_at = self.checkpointer.signed_at
         return CheckpointsStatus(
             size=None if latest is None else U64(latest.checkpoint.size),
-            signed_at=None if signed_at is None else format_time(signed_at),
+            signed_at=_shown(format_time, self.checkpointer.signed_at),
             witnesses=[
                 WitnessStatus(
                     url=p.url, name=p.name,
                     size=None if p.cosigned is None else U64(p.cosigned.checkpoint.size),
-                    cosigned_at=None if p.cosigned_at is None else format_time(
-                        float(p.cosigned_at)),
+                    cosigned_at=_shown(format_time, p.cosigned_at),
                     reason=p.reason,
                 )
                 for p in self.pushers
             ],
         )
+
+
+def _shown(format_time: Callable[[float], str], seconds: float | None) -> str | None:
+    if seconds is None:
+        return None
+    try:
+        return format_time(float(seconds))
+    except (OverflowError, ValueError, OSError):
+        return None
 
 
 async def _try_push(pusher: WitnessPusher) -> None:

@@ -22,6 +22,7 @@ from .._errors import UnavailableError
 from .._http11 import HttpError, request
 from ..proto._checkpoint import (
     SignedCheckpoint,
+    cosignature_time_problem,
     cosigned_at,
     log_signature_ok,
     parse_checkpoint_body,
@@ -81,6 +82,11 @@ class WitnessPusher:
         if when is None or not mine or signed.checkpoint.size > self.checkpointer.store.size:
             log.warning("witness %s: the kept cosigned checkpoint is not usable; asking the "
                         "witness again", escape_line(self.name))
+            return
+        problem = cosignature_time_problem(when, self.checkpointer.wall_clock())
+        if problem is not None:
+            log.warning("witness %s: the kept cosigned checkpoint is not used: %s; asking "
+                        "the witness again", escape_line(self.name), problem)
             return
         self.cosigned, self.cosigned_at = signed, when
         self.witness_size = signed.checkpoint.size
@@ -170,6 +176,9 @@ class WitnessPusher:
             when = verify_line(latest.note.text, mine[0], key)
         except NoteError as exc:
             raise PushFailed(f"the cosignature does not verify: {exc}") from exc
+        problem = cosignature_time_problem(when, self.checkpointer.wall_clock())
+        if problem is not None:
+            raise PushFailed(problem)
         note = Note(text=latest.note.text, signatures=(*latest.note.signatures, mine[0]))
         signed = SignedCheckpoint(checkpoint=parse_checkpoint_body(note.text), note=note)
         try:
