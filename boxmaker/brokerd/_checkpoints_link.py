@@ -25,8 +25,10 @@ import trio
 from .._atomic_file import replace_file
 from .._brokerd_config import BrokerdConfig
 from .._checkpoint_files import SIGNED, read_checkpoint
+from .._error_table import shown
 from .._errors import ConfigurationError
 from .._keyfile import KeyFileError, create_key_file, load_key, read_key_file
+from .._state_files import NotRegularFile, read_regular
 from ..proto._checkpoint import log_signature_ok, parse_signed_checkpoint
 from ..proto._convert import U64
 from ..proto._merkle import root_from_reader
@@ -156,8 +158,8 @@ def _load_signer(config: BrokerdConfig, origin: str, *, log_size: int, new_key: 
             f"brokerd: the checkpoint key cannot be used: {exc}") from exc
     public = (signer.verifier.text() + "\n").encode("ascii")
     try:
-        current = config.checkpoint_pub.read_bytes()
-    except OSError:
+        current = read_regular(config.checkpoint_pub, len(public))
+    except OSError:  # missing, too big, not a regular file: replaced by a rename
         current = None
     if current != public:
         replace_file(config.checkpoint_pub, public, fsync=config.fsync, mode=0o644)
@@ -200,6 +202,9 @@ def open_checkpoints(config: BrokerdConfig, writer: AuditWriter, *, new_key: boo
                           warnings=warnings)
     try:
         _compare_with_last(config, store, signer, warnings)
+    except NotRegularFile as exc:
+        log.warning("the last signed checkpoint could not be compared with the log: %s",
+                    shown(str(exc), exc))
     except (OSError, StoreDamaged) as exc:
         log.warning("the last signed checkpoint could not be compared with the log: %s", exc)
     settings = config.checkpoints

@@ -18,8 +18,10 @@ import trio
 
 from .._checkpoint_config import WitnessSetting
 from .._checkpoint_files import cosigned_name, read_checkpoint, save_checkpoint
+from .._error_table import shown
 from .._errors import UnavailableError
 from .._http11 import HttpError, request
+from .._state_files import NotRegularFile
 from ..proto._checkpoint import (
     SignedCheckpoint,
     cosignature_time_problem,
@@ -46,6 +48,12 @@ class PushFailed(UnavailableError):
     pass
 
 
+def _why(exc: OSError) -> str:
+    if isinstance(exc, NotRegularFile):
+        return shown(escape_line(str(exc)), exc)
+    return escape_line(str(exc.strerror or exc))
+
+
 class WitnessPusher:
     def __init__(self, setting: WitnessSetting, *, checkpointer: Checkpointer,
                  log_key: VerifierKey, audit_dir: Path, fsync: bool) -> None:
@@ -70,7 +78,12 @@ class WitnessPusher:
         return self.setting.key.name
 
     def _load(self) -> None:
-        data = read_checkpoint(self.audit_dir, cosigned_name(self.setting.key))
+        try:
+            data = read_checkpoint(self.audit_dir, cosigned_name(self.setting.key))
+        except OSError as exc:
+            log.warning("witness %s: the kept cosigned checkpoint cannot be read: %s; asking "
+                        "the witness again", escape_line(self.name), _why(exc))
+            return
         if data is None:
             return
         try:
