@@ -130,3 +130,22 @@ def test_a_fifo_in_the_witness_state_refuses_its_start(tmp_path: Path) -> None:
                            str(witness.config)], capture_output=True, text=True, timeout=60,
                           check=False)
     assert done.returncode != 0 and POINTER in done.stderr, done
+
+
+def test_the_approval_pages_files_are_never_waited_on(tmp_path: Path) -> None:
+    """The page's local CA and the audit day files it follows: a FIFO is refused."""
+    from boxmaker.approvals._tls import ensure_local_ca
+
+    certs = tmp_path / "tls"
+    certs.mkdir(mode=0o700)
+    os.mkfifo(certs / "ca.pem")
+    (certs / "ca-key.pem").write_bytes(b"")
+    with pytest.raises(NotRegularFile, match="a FIFO"):
+        ensure_local_ca(certs, "box.local")
+
+
+def test_a_fifo_as_a_day_file_does_not_hang_verify(home: Home) -> None:
+    os.mkfifo(home.audit / "2099-01-01.jsonl")
+    done = subprocess.run([str(BXCTL), "audit", "verify", str(home.audit)], env=env_for(home),
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode in (0, 1), done
