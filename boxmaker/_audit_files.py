@@ -1,5 +1,6 @@
 """Reading the audit directory for the chain verifier (shared by bxctl and brokerd).
 
+
 The verifier (`boxmaker.proto._verify`) does no I/O; this module walks the
 directory: every ``*.jsonl`` entry in name order, day files fed line by line,
 any other ``.jsonl`` name (or a day name that is not a regular file) listed
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import attrs
 
+from ._state_files import open_regular
 from .proto._audit import DAY_FILE_SUFFIX, is_day_file_name
 from .proto._chain_report import ChainReport
 from .proto._verify import ChainVerifier, OnLine, OnRecord
@@ -58,7 +60,7 @@ def log_size(directory: Path) -> int:
 
 def iter_lines(path: Path, progress: Progress | None = None) -> Iterator[tuple[bytes, bool]]:
     """(content without ``\\n``, had a ``\\n``) for each line of a file."""
-    with open(path, "rb") as stream:
+    with os.fdopen(open_regular(path), "rb") as stream:  # a FIFO never blocks here
         carry = b""
         while True:
             block = stream.read(BLOCK)

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from ._atomic_file import replace_file
+from ._state_files import StateFileTooBig, read_regular
 from .proto._note import MAX_NOTE_BYTES, VerifierKey
 
 CHECKPOINTS = "checkpoints"
@@ -41,7 +42,8 @@ def read_checkpoint(audit_dir: Path, name: str) -> bytes | None:
 
 def read_all(audit_dir: Path) -> list[tuple[str, bytes]]:
     """(name, bytes) of every ``*.checkpoint`` file (at most MAX_FILES, name order).
-    A file too big to be a note is returned empty (it will not parse)."""
+    A file too big to be a note is returned empty (it will not parse); one that
+    is not a regular file raises NotRegularFile."""
     directory = checkpoints_dir(audit_dir)
     try:
         names = sorted(n for n in os.listdir(directory) if n.endswith(SUFFIX))
@@ -57,9 +59,8 @@ def read_all(audit_dir: Path) -> list[tuple[str, bytes]]:
 
 
 def _read_bounded(path: Path) -> bytes:
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    """Raises FileNotFoundError, NotRegularFile (a FIFO, a link, ...), OSError."""
     try:
-        data = os.read(fd, MAX_NOTE_BYTES + 1)
-    finally:
-        os.close(fd)
-    return b"" if len(data) > MAX_NOTE_BYTES else data
+        return read_regular(path, MAX_NOTE_BYTES)
+    except StateFileTooBig:
+        return b""

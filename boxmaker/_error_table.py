@@ -155,6 +155,8 @@ CLASS_ENTRIES: Final[Mapping[str, Entry]] = {
         Entry(None, "docs/runbook.md#daemon-unreachable"),
     "boxmaker.bxctl._audit_checkpoint.WitnessUnreachable":
         Entry(None, "docs/runbook.md#daemon-unreachable"),
+    "boxmaker._state_files.NotRegularFile":
+        Entry(None, "docs/runbook.md#state-file-not-regular"),
     # witness
     "boxmaker.witness._config.WitnessConfigError":
         Entry(None, "docs/runbook.md#witness-start-failed"),

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ._atomic_file import fsync_directory
 from ._errors import ConfigurationError
+from ._state_files import NotRegularFile, open_regular
 from .proto._note import NoteError, Signer, b64, check_key_name, strict_b64decode
 
 _PREFIX = "PRIVATE+KEY+"
@@ -57,11 +58,12 @@ def decode_private_key(text: str) -> Signer:
 def read_key_file(path: Path) -> Signer:
     """Read a key file; refuse one that others may read.  Raises KeyFileError,
     FileNotFoundError when it is missing."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    try:
+        fd = open_regular(path)  # O_NONBLOCK|O_NOFOLLOW, a regular file
+    except NotRegularFile as exc:
+        raise KeyFileError(str(exc)) from exc
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise KeyFileError(f"{path} is not a regular file")
         if st.st_mode & 0o077:
             raise KeyFileError(f"{path} may be read by group or others "
                                f"(mode {stat.S_IMODE(st.st_mode):04o}); it must be 0600")

@@ -19,6 +19,7 @@ from typing import Literal
 
 import attrs
 
+from ._state_files import NotRegularFile, open_regular
 from .proto._convert import U64, decode, encode
 from .proto._errors import DecodeError
 from .proto._taint import FAIL_CLOSED, Label, Taint
@@ -81,9 +82,11 @@ def read_state(sessions_dir: Path, session: str, *, head_seq: int | None) -> Ses
     """
     path = state_path(sessions_dir, session)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        fd = open_regular(path)
     except FileNotFoundError:
         return None
+    except NotRegularFile as exc:
+        return SessionState(taint=FAIL_CLOSED, seq=0, problem="unreadable", detail=str(exc))
     except OSError as exc:
         return SessionState(taint=FAIL_CLOSED, seq=0, problem="unreadable",
                             detail=exc.strerror or type(exc).__name__)

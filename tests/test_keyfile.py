@@ -96,8 +96,11 @@ def test_a_symlink_or_directory_is_refused(tmp_path: Path) -> None:
     real.write_text(GO_SKEY + "\n")
     real.chmod(0o600)
     (tmp_path / "link").symlink_to(real)
-    with pytest.raises(OSError):
+    with pytest.raises(KeyFileError, match="symbolic link"):
         read_key_file(tmp_path / "link")
+    os.mkfifo(tmp_path / "fifo")  # issue 22 item 12: refused, never waited on
+    with pytest.raises(KeyFileError, match="a FIFO"):
+        read_key_file(tmp_path / "fifo")
     (tmp_path / "dir").mkdir(mode=0o700)
     with pytest.raises(KeyFileError, match="not a regular file"):
         read_key_file(tmp_path / "dir")

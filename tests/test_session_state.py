@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 from pathlib import Path
@@ -95,4 +94,13 @@ def test_a_directory_in_place_of_the_file_is_unreadable(tmp_path: Path) -> None:
     state = read_state(tmp_path, "work", head_seq=1)
     assert state is not None
     assert (state.taint, state.problem) == (FAIL_CLOSED, "unreadable")
-    assert state.detail == os.strerror(errno.EISDIR)  # from the read
+    assert state.detail is not None and "is a directory, not a regular file" in state.detail
+
+
+def test_a_fifo_in_place_of_the_file_is_unreadable_at_once(tmp_path: Path) -> None:
+    """Issue 22 item 12: opened O_NONBLOCK and checked, never waited on."""
+    os.mkfifo(tmp_path / "work.json")
+    state = read_state(tmp_path, "work", head_seq=1)
+    assert state is not None
+    assert (state.taint, state.problem) == (FAIL_CLOSED, "unreadable")
+    assert state.detail is not None and "is a FIFO" in state.detail

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import attrs
 
+from .._state_files import open_regular
 from ..proto._audit import Call, Declassify, ResultRecord, is_day_file_name, parse_record
 from ..proto._errors import DecodeError
 from ..proto._taint import NEW_SESSION, Taint
@@ -91,7 +92,7 @@ class LogTail:
         for name in names:
             offset = self._offsets.get(name, 0)
             try:
-                with open(self.directory / name, "rb") as handle:
+                with os.fdopen(open_regular(self.directory / name), "rb") as handle:
                     handle.seek(offset)
                     data = handle.read(MAX_READ)
             except OSError:

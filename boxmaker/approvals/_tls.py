@@ -19,7 +19,11 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from .._state_files import read_regular
+
 CA_DAYS = 3650
+MAX_PEM = 64 * 1024
+"""A PEM file of the local CA is small; a bigger one is not ours."""
 LEAF_DAYS = 397
 RENEW_DAYS = 30
 
@@ -49,7 +53,7 @@ def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
 
 def _leaf_is_good(cert_path: Path, host: str, now: dt.datetime) -> bool:
     try:
-        cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
+        cert = x509.load_pem_x509_certificate(read_regular(cert_path, MAX_PEM))
         names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
     except (OSError, ValueError, x509.ExtensionNotFound):
         return False
@@ -75,8 +79,8 @@ def ensure_local_ca(directory: Path, host: str, *,
     cert_path, key_path = directory / "cert.pem", directory / "key.pem"
     kept = ca_cert_path.exists() and ca_key_path.exists()
     if kept:
-        ca_cert = x509.load_pem_x509_certificate(ca_cert_path.read_bytes())
-        loaded = serialization.load_pem_private_key(ca_key_path.read_bytes(), None)
+        ca_cert = x509.load_pem_x509_certificate(read_regular(ca_cert_path, MAX_PEM))
+        loaded = serialization.load_pem_private_key(read_regular(ca_key_path, MAX_PEM), None)
         if not isinstance(loaded, ec.EllipticCurvePrivateKey):
             raise ValueError(f"{ca_key_path}: not an EC key")
         ca_key = loaded

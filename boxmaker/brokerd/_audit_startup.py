@@ -28,6 +28,7 @@ from boxmaker._audit_files import list_log_files, verify_directory
 from boxmaker.proto._audit import Event, Record, encode_record, line_hash
 from boxmaker.proto._wire import format_ts
 
+from .._state_files import open_regular
 from ..proto._chain_report import ChainReport
 from ._audit_writer import (
     AuditChainBroken,
@@ -186,7 +187,7 @@ async def _append_lines(
 
 def _torn_bytes(dir_fd: int, name: str) -> bytes:
     """The bytes after the file's last ``\\n``."""
-    fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW, dir_fd=dir_fd)
+    fd = open_regular(name, dir_fd=dir_fd)
     try:
         size = os.fstat(fd).st_size
         chunk = 1 << 16

@@ -25,8 +25,10 @@ import trio
 from .._atomic_file import replace_file
 from .._brokerd_config import BrokerdConfig
 from .._checkpoint_files import SIGNED, read_checkpoint
+from .._error_table import shown
 from .._errors import ConfigurationError
 from .._keyfile import KeyFileError, create_key_file, load_key, read_key_file
+from .._state_files import NotRegularFile, read_regular
 from ..proto._checkpoint import log_signature_ok, parse_signed_checkpoint
 from ..proto._convert import U64
 from ..proto._merkle import root_from_reader
@@ -71,22 +73,31 @@ class CheckpointsRuntime:
                     nursery.start_soon(_try_push, pusher)
 
     def status(self, format_time: Callable[[float], str]) -> CheckpointsStatus:
+        """What `status` shows.  No kept value can make it fail: a time that
+        cannot be shown is shown as none (issue 22 item 11)."""
         latest = self.checkpointer.latest
-        signed_at = self.checkpointer.signed_at
         return CheckpointsStatus(
             size=None if latest is None else U64(latest.checkpoint.size),
-            signed_at=None if signed_at is None else format_time(signed_at),
+            signed_at=_shown(format_time, self.checkpointer.signed_at),
             witnesses=[
                 WitnessStatus(
                     url=p.url, name=p.name,
                     size=None if p.cosigned is None else U64(p.cosigned.checkpoint.size),
-                    cosigned_at=None if p.cosigned_at is None else format_time(
-                        float(p.cosigned_at)),
+                    cosigned_at=_shown(format_time, p.cosigned_at),
                     reason=p.reason,
                 )
                 for p in self.pushers
             ],
         )
+
+
+def _shown(format_time: Callable[[float], str], seconds: float | None) -> str | None:
+    if seconds is None:
+        return None
+    try:
+        return format_time(float(seconds))
+    except (OverflowError, ValueError, OSError):
+        return None
 
 
 async def _try_push(pusher: WitnessPusher) -> None:
@@ -147,8 +158,8 @@ def _load_signer(config: BrokerdConfig, origin: str, *, log_size: int, new_key: 
             f"brokerd: the checkpoint key cannot be used: {exc}") from exc
     public = (signer.verifier.text() + "\n").encode("ascii")
     try:
-        current = config.checkpoint_pub.read_bytes()
-    except OSError:
+        current = read_regular(config.checkpoint_pub, len(public))
+    except OSError:  # missing, too big, not a regular file: replaced by a rename
         current = None
     if current != public:
         replace_file(config.checkpoint_pub, public, fsync=config.fsync, mode=0o644)
@@ -191,6 +202,9 @@ def open_checkpoints(config: BrokerdConfig, writer: AuditWriter, *, new_key: boo
                           warnings=warnings)
     try:
         _compare_with_last(config, store, signer, warnings)
+    except NotRegularFile as exc:
+        log.warning("the last signed checkpoint could not be compared with the log: %s",
+                    shown(str(exc), exc))
     except (OSError, StoreDamaged) as exc:
         log.warning("the last signed checkpoint could not be compared with the log: %s", exc)
     settings = config.checkpoints

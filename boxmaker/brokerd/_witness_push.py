@@ -18,10 +18,13 @@ import trio
 
 from .._checkpoint_config import WitnessSetting
 from .._checkpoint_files import cosigned_name, read_checkpoint, save_checkpoint
+from .._error_table import shown
 from .._errors import UnavailableError
 from .._http11 import HttpError, request
+from .._state_files import NotRegularFile
 from ..proto._checkpoint import (
     SignedCheckpoint,
+    cosignature_time_problem,
     cosigned_at,
     log_signature_ok,
     parse_checkpoint_body,
@@ -43,6 +46,12 @@ MAX_CONFLICTS = 4
 
 class PushFailed(UnavailableError):
     pass
+
+
+def _why(exc: OSError) -> str:
+    if isinstance(exc, NotRegularFile):
+        return shown(escape_line(str(exc)), exc)
+    return escape_line(str(exc.strerror or exc))
 
 
 class WitnessPusher:
@@ -69,7 +78,12 @@ class WitnessPusher:
         return self.setting.key.name
 
     def _load(self) -> None:
-        data = read_checkpoint(self.audit_dir, cosigned_name(self.setting.key))
+        try:
+            data = read_checkpoint(self.audit_dir, cosigned_name(self.setting.key))
+        except OSError as exc:
+            log.warning("witness %s: the kept cosigned checkpoint cannot be read: %s; asking "
+                        "the witness again", escape_line(self.name), _why(exc))
+            return
         if data is None:
             return
         try:
@@ -81,6 +95,11 @@ class WitnessPusher:
         if when is None or not mine or signed.checkpoint.size > self.checkpointer.store.size:
             log.warning("witness %s: the kept cosigned checkpoint is not usable; asking the "
                         "witness again", escape_line(self.name))
+            return
+        problem = cosignature_time_problem(when, self.checkpointer.wall_clock())
+        if problem is not None:
+            log.warning("witness %s: the kept cosigned checkpoint is not used: %s; asking "
+                        "the witness again", escape_line(self.name), problem)
             return
         self.cosigned, self.cosigned_at = signed, when
         self.witness_size = signed.checkpoint.size
@@ -170,6 +189,9 @@ class WitnessPusher:
             when = verify_line(latest.note.text, mine[0], key)
         except NoteError as exc:
             raise PushFailed(f"the cosignature does not verify: {exc}") from exc
+        problem = cosignature_time_problem(when, self.checkpointer.wall_clock())
+        if problem is not None:
+            raise PushFailed(problem)
         note = Note(text=latest.note.text, signatures=(*latest.note.signatures, mine[0]))
         signed = SignedCheckpoint(checkpoint=parse_checkpoint_body(note.text), note=note)
         try:

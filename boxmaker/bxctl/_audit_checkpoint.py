@@ -23,6 +23,7 @@ from .._checkpoint_files import read_all
 from .._error_table import shown
 from .._errors import UnavailableError
 from .._http11 import HttpError, Url, request
+from .._state_files import NotRegularFile, read_regular
 from ..proto._chain_report import ChainReport
 from ..proto._checkpoint import parse_signed_checkpoint
 from ..proto._checkpoint_verdict import Candidate, CheckpointFinding, judge, sizes_needed
@@ -58,9 +59,11 @@ def find_log_key(home: Path, directory: Path | None) -> tuple[VerifierKey | None
         places.append(directory.parent / PUB_NAME)
     for path in places:
         try:
-            text = path.read_text(encoding="ascii").strip()
+            text = read_regular(path, 4096).decode("ascii").strip()
         except FileNotFoundError:
             continue
+        except NotRegularFile as exc:
+            return None, shown(str(exc), exc)
         except (OSError, UnicodeDecodeError) as exc:
             return None, f"{path} cannot be read ({exc})"
         try:
@@ -118,8 +121,11 @@ def check(
 ) -> tuple[ChainReport, CheckpointFinding, TreeFacts]:
     """Raises OSError (the log cannot be read), WitnessUnreachable."""
     log_key, where = find_log_key(home, audit_dir if explicit_dir else None)
-    candidates = gather(audit_dir, log_key.name if log_key else "", witness_url) \
-        if log_key is not None else []
+    try:
+        candidates = gather(audit_dir, log_key.name if log_key else "", witness_url) \
+            if log_key is not None else []
+    except NotRegularFile as exc:
+        raise click.ClickException(escape_line(shown(str(exc), exc))) from exc
     report, facts = verify_with_tree(audit_dir, sizes=sizes_needed(candidates),
                                      expect_head=expect_head)
     if log_key is None:

@@ -24,6 +24,11 @@ from ._note import (
 )
 
 MAX_EXTENSIONS = 16
+MAX_COSIGNATURE_AHEAD_S = 600
+"""How far ahead of brokerd's clock a cosignature's time may be (clock skew
+between two machines); a later one is refused (issue 22 item 11)."""
+LAST_TIMESTAMP = 253402300799
+"""9999-12-31T23:59:59Z: the last second a wire timestamp can show."""
 MAX_ORIGIN_BYTES = 255
 _SIZE = re.compile(r"0|[1-9][0-9]{0,18}")
 
@@ -117,3 +122,16 @@ def cosigned_at(signed: SignedCheckpoint, witness: VerifierKey) -> int | None:
     Raises BadSignature for a line of that key that does not verify."""
     found = verified_by(signed.note, [witness])
     return found.get(witness) if witness in found else None
+
+
+def cosignature_time_problem(when: int | None, now: float) -> str | None:
+    """Why a cosignature time `when` is refused at `now` (seconds since the epoch),
+    or None when it is usable: it must be there and be at most
+    MAX_COSIGNATURE_AHEAD_S ahead of `now` (and never after LAST_TIMESTAMP)."""
+    if when is None:
+        return "the cosignature has no time"
+    if when > LAST_TIMESTAMP or when > now + MAX_COSIGNATURE_AHEAD_S:
+        return (f"the cosignature's time {when} is more than {MAX_COSIGNATURE_AHEAD_S} s "
+                "ahead of this machine's clock; refused, nothing of it kept (a lying "
+                "witness, or a clock wrong on one side)")
+    return None

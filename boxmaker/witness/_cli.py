@@ -10,9 +10,10 @@ import click
 import trio
 
 from .. import _trio_run
-from .._error_table import condition
+from .._error_table import condition, shown
 from .._keyfile import KeyFileError, load_key
 from .._sd import notify
+from .._state_files import NotRegularFile
 from ..proto._note import TYPE_COSIGNATURE_V1, Signer
 from ._config import WitnessConfig, WitnessConfigError, load_witness_config
 from ._serve import serve
@@ -67,6 +68,8 @@ def serve_command(config_path: Path) -> None:
         _trio_run.run(run)
     except StateDamaged as exc:
         _fail(f"the state is damaged ({exc}); refusing to start")
+    except NotRegularFile as exc:
+        _fail(shown(f"the state is damaged ({exc}); refusing to start", exc))
     except OSError as exc:
         _fail(f"cannot start: {exc.strerror or exc}")
     except KeyboardInterrupt:

@@ -16,8 +16,9 @@ from pathlib import Path
 
 from .._atomic_file import replace_file
 from .._errors import DamagedError
+from .._state_files import read_regular
 from ..proto._checkpoint import cosigned_at, parse_signed_checkpoint
-from ..proto._note import NoteError, VerifierKey
+from ..proto._note import MAX_NOTE_BYTES, NoteError, VerifierKey
 from ._logic import Cosigned
 
 SUFFIX = ".checkpoint"
@@ -39,7 +40,7 @@ def load_state(directory: Path, own_key: VerifierKey) -> dict[str, Cosigned]:
         if not entry.endswith(SUFFIX):
             continue
         path = directory / entry
-        data = path.read_bytes()
+        data = read_regular(path, MAX_NOTE_BYTES)
         try:
             signed = parse_signed_checkpoint(data)
             timestamp = cosigned_at(signed, own_key)

@@ -113,3 +113,14 @@ def format_ts_of(seconds: float) -> str:
     import datetime as dt
 
     return format_ts(dt.datetime.fromtimestamp(seconds, dt.UTC))
+
+
+def test_a_time_that_cannot_be_shown_is_shown_as_none() -> None:
+    """Issue 22 item 11: no kept value makes `status` fail."""
+    from boxmaker.brokerd._checkpoints_link import _shown
+    from boxmaker.proto._wire import ts_from_unix
+
+    assert _shown(ts_from_unix, None) is None
+    assert _shown(ts_from_unix, 0) == ts_from_unix(0)
+    for bad in (2**63 - 1, 253402300800, float("inf"), float("nan"), -1e20):
+        assert _shown(ts_from_unix, bad) is None

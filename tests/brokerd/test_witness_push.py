@@ -5,6 +5,7 @@ unreachable witness is a PushFailed that names why."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,7 @@ def checkpointer(audit: Path) -> Checkpointer:
     audit.mkdir(exist_ok=True)
     return Checkpointer(store=TreeStore.open(audit), signer=LOG, origin=ORIGIN,
                         interval_s=1.0, audit_dir=audit, fsync=False,
-                        wall_clock=lambda: 1_700_000_000.0)
+                        wall_clock=time.time)  # the real witness signs with its clock
 
 
 def pusher(audit: Path, cp: Checkpointer, port: int,
@@ -159,3 +160,29 @@ async def test_a_kept_cosignature_for_a_longer_log_is_not_used(tmp_path: Path) -
     short = checkpointer(audit)
     assert short.store.size == 0
     assert pusher(audit, short, port).cosigned is None
+
+
+async def test_a_cosignature_ahead_of_this_clock_is_not_kept(tmp_path: Path) -> None:
+    """Issue 22 item 11, seen from brokerd's clock: the real witness signs with its
+    own clock; a brokerd clock more than MAX_COSIGNATURE_AHEAD_S behind refuses the
+    cosignature and keeps nothing of it (not the file, not the size, not the time)."""
+    from boxmaker.proto._checkpoint import MAX_COSIGNATURE_AHEAD_S
+
+    audit = tmp_path / "audit"
+    audit.mkdir()
+    behind = Checkpointer(store=TreeStore.open(audit), signer=LOG, origin=ORIGIN,
+                          interval_s=1.0, audit_dir=audit, fsync=False,
+                          wall_clock=lambda: time.time() - MAX_COSIGNATURE_AHEAD_S - 60)
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            listeners = await nursery.start(serve, witness_config(tmp_path / "w"), WITNESS)
+            port = listeners[0].socket.getsockname()[1]
+            await _grow(behind, 3, "a")
+            assert behind.latest is not None
+            push = pusher(audit, behind, port)
+            with pytest.raises(PushFailed, match="ahead of this machine's clock"):
+                await push.push(behind.latest)
+            assert push.cosigned is None and push.cosigned_at is None
+            assert push.witness_size == 0
+            assert read_checkpoint(audit, cosigned_name(WITNESS.verifier)) is None
+            nursery.cancel_scope.cancel()

@@ -133,3 +133,20 @@ def test_a_signed_note_whose_text_is_not_a_checkpoint() -> None:
     note = Note(text=text, signatures=(sign_text(text, LOG),))
     with pytest.raises(CheckpointError):
         parse_signed_checkpoint(note.encode())
+
+
+def test_a_cosignature_time_far_ahead_is_refused() -> None:
+    """Issue 22 item 11: at most MAX_COSIGNATURE_AHEAD_S ahead, never after 9999."""
+    from boxmaker.proto._checkpoint import (
+        LAST_TIMESTAMP,
+        MAX_COSIGNATURE_AHEAD_S,
+        cosignature_time_problem,
+    )
+
+    now = 1_700_000_000.0
+    assert cosignature_time_problem(1, now) is None  # a slow clock is only shown as old
+    assert cosignature_time_problem(int(now) + MAX_COSIGNATURE_AHEAD_S, now) is None
+    for bad in (int(now) + MAX_COSIGNATURE_AHEAD_S + 1, LAST_TIMESTAMP + 1, 2**63 - 1, None):
+        assert cosignature_time_problem(bad, now) is not None
+    assert cosignature_time_problem(LAST_TIMESTAMP, float(LAST_TIMESTAMP)) is None
+    assert cosignature_time_problem(LAST_TIMESTAMP + 1, float(LAST_TIMESTAMP + 1)) is not None
