@@ -25,6 +25,7 @@ import attrs
 from webauthn import verify_authentication_response
 from webauthn.helpers.exceptions import WebAuthnException
 
+from ._errors import PeerError
 from ._passkey_origin import origin_problem, rp_id_problem
 from .proto._wire_passkey import approval_challenge, from_b64url
 
@@ -32,7 +33,7 @@ MAX_SIDECAR = 4096
 _NONCE = re.compile(r"[0-9a-f]{32}", re.ASCII)
 
 
-class FramedCeremony(ValueError):
+class FramedCeremony(PeerError, ValueError):
     """A WebAuthn ceremony made in a frame of another origin, or unclear client data."""
 
 
