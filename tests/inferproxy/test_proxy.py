@@ -497,10 +497,10 @@ def _assert_one_info_line_for_the_gone_client(caplog: pytest.LogCaptureFixture, 
     assert all(r.exc_info is None for r in records)
     lines = [r.getMessage() for r in records]
     assert len(lines) == 1, lines
-    assert (lines[0].startswith("POST /v1/chat/completions -> 200, ")
-            and lines[0].endswith(" s; the client went away")
-            or lines[0].startswith("POST /v1/chat/completions: the client went away, ")
-            and not answered_head), lines[0]
+    assert ((lines[0].startswith("POST /v1/chat/completions -> 200, ")
+            and lines[0].endswith(" s; the client went away"))
+            or (lines[0].startswith("POST /v1/chat/completions: the client went away, ")
+            and not answered_head)), lines[0]
 
 
 async def _client_leaves(when: str, how: str, caplog: pytest.LogCaptureFixture) -> None:
