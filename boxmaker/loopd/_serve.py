@@ -287,6 +287,13 @@ class LoopDaemon:
         return result[0] if result else None
 
     async def _turn_or_error(self, turn: Turn, say: SayRequest) -> Any:
+        # A server that stopped answering since the start (an inferproxy that
+        # restarts for ever, its connections queued) would hold the chat request
+        # for first_event_timeout_s; /health answers at once or within its 10 s.
+        try:
+            await self.llama.health()
+        except InferenceError as exc:
+            return error_answer("inference_unavailable", exc.message)
         if self.slot_owner != say.conversation:
             await self._restore_slot(say.conversation)
         try:

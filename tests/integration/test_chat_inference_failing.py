@@ -193,3 +193,40 @@ def test_an_inferproxy_restarting_for_ever_is_said_within_seconds(root: Path) ->
     assert took < 20, took
     assert "inference" in said and POINTER in said, said
     assert "inferproxy-start-failed" in (root / "inferproxy.log").read_text()
+
+
+def test_an_inferproxy_that_breaks_after_loopd_started_is_said_within_seconds(
+        root: Path) -> None:
+    """Another timing: loopd passed its self-test and serves; then inferproxy goes
+    (a changed key it refuses, restarting for ever) while infer.sock stays."""
+    llama, port = start_llama(root)
+    inferproxy_cfg, loopd_cfg, bxctl_cfg = write_configs(root, port, RIGHT_KEY)
+    infer_sock = listening(root / "run" / "infer.sock")
+    loop_sock = listening(root / "run" / "loop.sock")
+    inferproxy = activated([str(BIN / "inferproxy"), "serve", "--config", str(inferproxy_cfg)],
+                           infer_sock, "infer", root / "inferproxy.log")
+    loopd: subprocess.Popen[bytes] | None = None
+    try:
+        result, _, loopd = chat_starting(
+            bxctl_cfg, loop_sock, [str(BIN / "loopd"), "serve", "--config", str(loopd_cfg)],
+            root / "loopd.log")
+        assert result.returncode == 0, (result.stdout, result.stderr)
+        assert "hello" in result.stdout
+        inferproxy.terminate()
+        assert inferproxy.wait(timeout=30) == 0
+        started = time.monotonic()
+        again = subprocess.run([str(BIN / "bxctl"), "--config", str(bxctl_cfg), "chat",
+                                "--say", "hi"], capture_output=True, text=True, timeout=60,
+                               check=False, env=clean_env() | {"COLUMNS": "400"})
+        took = time.monotonic() - started
+        assert loopd.poll() is None  # loopd goes on serving
+    finally:
+        stop(*([loopd] if loopd else []), inferproxy, llama)
+        infer_sock.close()
+        loop_sock.close()
+        if llama.stdout is not None:
+            llama.stdout.close()
+    said = again.stdout + again.stderr
+    assert again.returncode == 1, said
+    assert took < 20, took
+    assert "inference" in said and POINTER in said, said
