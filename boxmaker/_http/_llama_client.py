@@ -2,14 +2,17 @@
 
 `LlamaClient`: health, the wait through "Loading model", props, slots, slot
 save/restore/erase, and `chat`, a `ChatStream` of typed deltas.  All decoding
-is `_llama_decode`'s.
+is `_llama_decode`'s.  ``GET /health`` gets `HEALTH_TIMEOUT_S` for its whole
+answer: llama-server answers it at once, loading or not, so a server (or an
+inferproxy in a socket's queue, restarting) that does not answer it in that
+time is unavailable, said in seconds rather than after the 60 s of the others.
 """
 
 from __future__ import annotations
 
 import collections
 from types import TracebackType
-from typing import Literal
+from typing import Final, Literal
 
 import trio
 
@@ -35,6 +38,8 @@ from ._llama_decode import (
     decode_slots,
 )
 from ._sse_stream import SSEStream, open_sse
+
+HEALTH_TIMEOUT_S: Final = 10.0
 
 
 class ChatStream:
@@ -114,7 +119,9 @@ class LlamaClient:
 
     async def health(self) -> Literal["ok", "loading"]:
         """One ``GET /health``: "ok", or "loading" for a 503 unavailable_error."""
-        response = await self._get("/health")
+        response = await fetch(self.endpoint, "GET", "/health",
+                               timeout_s=min(HEALTH_TIMEOUT_S, self.request_timeout_s),
+                               connect_timeout_s=self.timeouts.connect_s)
         if response.status == 200:
             return "ok"
         error = http_error(self.endpoint, response.head, response.body)

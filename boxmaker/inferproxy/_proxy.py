@@ -15,7 +15,8 @@ loopd and llama-server work anyway.  In order:
 5. Forward the answer: head without hop-by-hop headers, then each piece of the
    body as the server sends it, never waiting for more.  A client that goes
    away (its end closed, or a send to it fails) cancels the exchange, and
-   closing the server connection is what stops the generation.  A server that
+   closing the server connection is what stops the generation; that is one
+   info line (the access line, ending "the client went away"), never an error.  A server that
    breaks off mid-answer makes inferproxy close the client's connection without
    ending the body, so the client sees an incomplete answer, never a complete one.
 
@@ -273,10 +274,12 @@ class _Exchange:
                 await self._forward_response(upstream)
             except InferenceError as exc:
                 failed = exc
+            except _ClientGone:
+                # Caught here, inside the nursery: escaping it, it would leave
+                # wrapped in an ExceptionGroup that no `except _ClientGone` matches.
+                pass  # `_send` set client_gone; handle_connection says it, once
             nursery.cancel_scope.cancel()
-        if self.client_gone:
-            log.info("%s: the client went away; closed the server connection", self.what)
-        elif failed is not None:
+        if not self.client_gone and failed is not None:
             log.warning("%s: %s", self.what, shown(failed.message, failed, joiner=" "))
             if self.status is None:
                 await self._answer_error(502, "unavailable_error",
@@ -336,9 +339,15 @@ async def handle_connection(stream: trio.abc.Stream, settings: ProxySettings) ->
     try:
         await exchange.run()
     except _ClientGone:
-        log.info("%s: the client went away", exchange.what)
+        exchange.client_gone = True
     finally:
         await trio.aclose_forcefully(stream)
+    # One info line per connection: the access line, which also says when the
+    # client went away (a client closing after [DONE] is ordinary, never an error).
+    gone = "; the client went away" if exchange.client_gone else ""
     if exchange.status is not None:
-        log.info("%s -> %d, %d bytes, %.3f s", exchange.what, exchange.status,
-                 exchange.response_bytes, trio.current_time() - started)
+        log.info("%s -> %d, %d bytes, %.3f s%s", exchange.what, exchange.status,
+                 exchange.response_bytes, trio.current_time() - started, gone)
+    elif exchange.client_gone:
+        log.info("%s: the client went away, %.3f s", exchange.what,
+                 trio.current_time() - started)

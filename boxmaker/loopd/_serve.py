@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import attrs
 import trio
@@ -72,6 +72,18 @@ class StartFailed(UnavailableError):
     """loopd cannot start; the message ends with its runbook pointer."""
 
 
+class InferenceStartFailed(StartFailed):
+    """The start's self-test failed: `reason` is what a waiting client is told."""
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        self.reason = reason
+        super().__init__(message)
+
+
+FAILED_START_ANSWER_S: Final = 3.0
+"""How long a loopd whose self-test failed answers the clients already waiting."""
+
+
 def slot_file(conversation: str) -> str:
     return f"boxmaker-{conversation}.bin"
 
@@ -109,10 +121,12 @@ class LoopDaemon:
             report = await self_test(self.llama, self.expected(),
                                      load_timeout_s=self.config.inference.load_timeout_s)
         except InferenceMismatch as exc:
-            raise StartFailed(f"loopd: {shown(exc.message, exc, joiner=' ')}") from exc
+            raise InferenceStartFailed(f"loopd: {shown(exc.message, exc, joiner=' ')}",
+                                       reason=shown(exc.message, exc, joiner=" ")) from exc
         except InferenceError as exc:
-            raise StartFailed(
-                f"loopd: the self-test failed: {shown(exc.message, exc, joiner=' ')}"
+            raise InferenceStartFailed(
+                f"loopd: the self-test failed: {shown(exc.message, exc, joiner=' ')}",
+                reason=f"loopd cannot start: the inference self-test failed: {exc.message}",
             ) from exc
         for line in report.lines():
             log.info("self-test: %s", line)
@@ -273,6 +287,13 @@ class LoopDaemon:
         return result[0] if result else None
 
     async def _turn_or_error(self, turn: Turn, say: SayRequest) -> Any:
+        # A server that stopped answering since the start (an inferproxy that
+        # restarts for ever, its connections queued) would hold the chat request
+        # for first_event_timeout_s; /health answers at once or within its 10 s.
+        try:
+            await self.llama.health()
+        except InferenceError as exc:
+            return error_answer("inference_unavailable", exc.message)
         if self.slot_owner != say.conversation:
             await self._restore_slot(say.conversation)
         try:
@@ -314,7 +335,11 @@ async def serve(
     listener.setblocking(False)
     trio_listener = trio.socket.from_stdlib_socket(listener)
     with trio_listener:
-        await daemon.start_checks()
+        try:
+            await daemon.start_checks()
+        except InferenceStartFailed as exc:
+            await answer_waiting_clients(trio_listener, config, exc.reason)
+            raise
         framed = FramedSocket(name="loop.sock", allowed_uids=frozenset(config.owner_uids),
                               decode=decode_loop_request, handle=daemon.answer,
                               wording=LOOP_WORDING)
@@ -322,3 +347,25 @@ async def serve(
             await nursery.start(FramedServer().serve, trio_listener, framed)
             _sd.notify("READY=1")
             task_status.started()
+
+
+async def answer_waiting_clients(listener: trio.socket.SocketType, config: LoopdConfig,
+                                 reason: str) -> None:
+    """Before a loopd whose self-test failed exits: answer the clients that wait.
+
+    Under socket activation the connection that started loopd (a `bxctl chat`)
+    waits in loop.sock's queue, which outlives loopd; unanswered, it would wait
+    through every restart.  For `FAILED_START_ANSWER_S` every request (checked
+    by the same shell: the owner's uid, a valid frame) is answered
+    ``inference_unavailable`` with `reason`, and its runbook pointer.
+    """
+    answer = error_answer("inference_unavailable", reason)
+
+    async def refuse(stream: trio.SocketStream, peer: PeerCred,
+                     request: LoopRequest) -> None:
+        await send_frame(stream, encode_loop_frame(request.id, answer))
+
+    framed = FramedSocket(name="loop.sock", allowed_uids=frozenset(config.owner_uids),
+                          decode=decode_loop_request, handle=refuse, wording=LOOP_WORDING)
+    with trio.move_on_after(FAILED_START_ANSWER_S):
+        await FramedServer().serve(listener, framed)

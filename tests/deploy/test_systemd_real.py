@@ -359,7 +359,7 @@ WITNESS_URL = "http://127.0.0.1:8440"
 WITNESS_INSTALL = r"""
 set -euo pipefail
 cd /srv/bxsd/checkout
-install -m 0644 deploy/config/witness.toml /etc/boxmaker/witness.toml
+install -D -m 0644 deploy/config/witness.toml /etc/boxmaker/witness.toml
 install -m 0644 deploy/systemd/boxmaker-witness.service /etc/systemd/system/
 sed -i -e 's|^origin = .*|origin = "{origin}"|' -e 's|^key = .*|key = "{log_key}"|' \
   /etc/boxmaker/witness.toml

@@ -28,6 +28,8 @@ The script (JSON; every key optional)::
                 "n_ctx": 262144,         #   values put in (n_ctx is per slot:
                 "supports_tool_calls": true},  # default_generation_settings.n_ctx)
       "props_raw": {...},                # or: exactly this JSON value for /props
+      "api_key": "sk-...",               # every request but GET /health needs
+                                         #   "Authorization: Bearer sk-...", else 401
       "turns": [TURN, ...],              # POST /v1/chat/completions answers, in order
       "default_turn": TURN               # the answer once the turns are used up
     }
@@ -341,8 +343,14 @@ class FakeLlamaServer:
 
     async def _route(self, stream: trio.SocketStream, req: RecordedRequest) -> None:
         path, _, query = req.target.partition("?")
-        if req.method == "GET" and path == "/health":
+        key = self.script.get("api_key")
+        if req.method == "GET" and path == "/health":  # public, as llama-server's
             await stream.send_all(self._health())
+        elif key is not None and (b"authorization", b"Bearer " + key.encode()) not in [
+                (name.lower(), value) for name, value in req.headers]:
+            await stream.send_all(json_answer(401, {"error": {
+                "code": 401, "message": "Invalid API Key", "type": "authentication_error"}},
+                reason="Unauthorized"))
         elif req.method == "GET" and path == "/props":
             await stream.send_all(json_answer(200, self._props()))
         elif req.method == "GET" and path == "/slots":

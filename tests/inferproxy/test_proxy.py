@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import struct
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,6 +19,7 @@ import attrs
 import h11
 import pytest
 import trio
+import trio.testing
 
 from boxmaker._http import Endpoint, InferenceClosed
 from boxmaker._http.client import HttpConnection, fetch
@@ -478,3 +480,104 @@ async def test_a_bad_chunked_body_is_400_and_upstream_closed() -> None:
     assert head.status_code == 400
     assert error_of(body)["type"] == "invalid_request_error"
     assert h.upstream.requests[0].body == b"ok"
+
+
+# -- a client that goes away (issue 22 item 17) ------------------------------------------
+
+
+def _proxy_records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == "inferproxy"]
+
+
+def _assert_one_info_line_for_the_gone_client(caplog: pytest.LogCaptureFixture, *,
+                                              answered_head: bool = True) -> None:
+    records = _proxy_records(caplog)
+    assert [r for r in records if r.levelno >= logging.WARNING] == [], [
+        r.getMessage() for r in records]
+    assert all(r.exc_info is None for r in records)
+    lines = [r.getMessage() for r in records]
+    assert len(lines) == 1, lines
+    assert ((lines[0].startswith("POST /v1/chat/completions -> 200, ")
+            and lines[0].endswith(" s; the client went away"))
+            or (lines[0].startswith("POST /v1/chat/completions: the client went away, ")
+            and not answered_head)), lines[0]
+
+
+async def _client_leaves(when: str, how: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A streamed answer; the client leaves `how` at `when`; then the server goes on."""
+    async def respond(request: Received, stream: trio.abc.Stream) -> None:
+        await request.body_done.wait()
+        try:
+            if when != "before_head":
+                await stream.send_all(sse_head() + chunk(data_event({"n": 1})))
+                if when == "after_done":
+                    await stream.send_all(chunk(b"data: [DONE]\n\n"))
+            ready.set()
+            await left.wait()
+            if when == "before_head":
+                await stream.send_all(sse_head())
+            await stream.send_all(chunk(data_event({"n": 2})) + LAST_CHUNK)
+        except trio.BrokenResourceError:
+            pass  # inferproxy closed this connection first: what a leaving client causes
+        finally:
+            answered.set()
+
+    ready, left, answered = trio.Event(), trio.Event(), trio.Event()
+    caplog.set_level(logging.INFO, logger="inferproxy")
+    with trio.fail_after(20):
+        async with running(respond) as h:
+            stream = await trio.open_unix_socket(str(h.path))
+            await stream.send_all(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                                  b"Content-Length: 2\r\n\r\n{}")
+            await ready.wait()
+            expected = {"before_head": b"", "mid_body": b"\n\n",
+                        "after_done": b"data: [DONE]\n\n"}[when]
+            received = b""
+            while expected not in received:
+                received += await stream.receive_some(65536)
+            if how == "shut_rd":
+                # reading ended, writing not: inferproxy's next send fails (EPIPE)
+                # before its watcher could see an end of file
+                stream.socket.shutdown(socket.SHUT_RD)
+            elif how == "reset":
+                stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                         struct.pack("ii", 1, 0))
+                await stream.aclose()
+            else:
+                await stream.aclose()
+            left.set()
+            await answered.wait()
+            await trio.testing.wait_all_tasks_blocked()
+            if how == "shut_rd":
+                await stream.aclose()
+            # the proxy's connection task has ended once every task waits
+            await trio.testing.wait_all_tasks_blocked()
+
+
+@pytest.mark.parametrize("how", ["shut_rd", "close", "reset"])
+@pytest.mark.parametrize("when", ["after_done", "mid_body", "before_head"])
+async def test_a_client_that_goes_away_is_one_info_line(
+        when: str, how: str, caplog: pytest.LogCaptureFixture) -> None:
+    """shut_rd: the send fails inside the forwarding nursery, no EOF seen (the case
+    that logged an ExceptionGroup traceback); close/reset: the ordinary ways."""
+    await _client_leaves(when, how, caplog)
+    _assert_one_info_line_for_the_gone_client(caplog, answered_head=when != "before_head")
+
+
+async def test_a_client_leaving_mid_request_body_is_one_info_line(
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="inferproxy")
+    with trio.fail_after(20):
+        async with running() as h:
+            stream = await trio.open_unix_socket(str(h.path))
+            await stream.send_all(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                                  b"Content-Length: 100\r\n\r\n{")
+            await h.upstream.request_arrived.wait()
+            await stream.aclose()
+            await h.upstream.requests[0].peer_closed.wait()
+            await trio.testing.wait_all_tasks_blocked()
+    lines = [r.getMessage() for r in _proxy_records(caplog)]
+    assert all(r.levelno == logging.INFO and r.exc_info is None
+               for r in _proxy_records(caplog)), lines
+    assert len(lines) == 1 and lines[0].startswith(
+        "POST /v1/chat/completions: the client went away, "), lines

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import struct
 from collections.abc import AsyncIterator
 from functools import partial
@@ -19,7 +20,13 @@ import trio.testing
 
 from boxmaker._streams import receive_frame, send_frame
 from boxmaker.loopd._config import LoopdConfig, load_config
-from boxmaker.loopd._serve import StartFailed, serve
+from boxmaker.loopd._serve import (
+    InferenceStartFailed,
+    LoopDaemon,
+    StartFailed,
+    answer_waiting_clients,
+    serve,
+)
 from boxmaker.proto._framing import FrameDecoder
 from tests.fakes.llama_server import FakeLlamaServer
 
@@ -238,3 +245,53 @@ async def test_status_names_an_unreachable_server_with_its_pointer(
     assert inference["reason"] == (f"cannot connect to the inference server at"
                                    f" unix:{tmp_path / 'llama.sock'}: No such file or directory"
                                    " docs/runbook.md#inference-unavailable")
+
+
+async def test_a_failed_start_answers_the_waiting_clients_then_stops(tmp_path: Path) -> None:
+    """issue 22 item 18: a mismatch (as any self-test failure) is answered to the
+    requests queued on loop.sock, within FAILED_START_ANSWER_S, before serve raises."""
+    fake = FakeLlamaServer({"props": {**PROPS, "total_slots": 1}, "turns": []})
+    config = write_config(tmp_path)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    (tmp_path / "run").mkdir(mode=0o700)
+    listener.bind(os.fspath(config.socket))
+    listener.listen(4)
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(partial(fake.serve, unix_socket=tmp_path / "llama.sock"))
+            waiting = Client(await trio.open_unix_socket(os.fspath(config.socket)))
+            await waiting.send(say(3))
+            trio_listener = trio.socket.from_stdlib_socket(listener)
+            failed = None
+            with trio_listener:
+                daemon = LoopDaemon.from_config(config)
+                try:
+                    await daemon.start_checks()
+                except InferenceStartFailed as exc:
+                    failed = exc
+                    await answer_waiting_clients(trio_listener, config, exc.reason)
+            nursery.cancel_scope.cancel()
+    assert failed is not None
+    assert await waiting.all() == [{"id": 3, "error": {
+        "code": "inference_unavailable", "message": failed.reason,
+        "runbook": "docs/runbook.md#inference-unavailable"}}]
+    assert "slots: expected 4" in failed.reason
+    assert failed.reason.endswith("docs/runbook.md#inference-mismatch")
+
+
+async def test_a_server_that_stops_answering_health_fails_the_turn_in_10_s(
+        tmp_path: Path, nursery: trio.Nursery, autojump_clock: trio.testing.MockClock) -> None:
+    """The server went quiet after the start (its socket still queues connections):
+    the turn's /health probe gives up after 10 s, not first_event_timeout_s."""
+    autojump_clock.autojump_threshold = 0.05
+    loop = await start_loop(nursery, tmp_path, [text_turn("never")])
+    (tmp_path / "llama.sock").unlink()
+    quiet = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    quiet.bind(os.fspath(tmp_path / "llama.sock"))
+    quiet.listen(4)  # never accepts
+    with quiet:
+        started = trio.current_time()
+        frames = await loop.ask(say(9))
+    assert trio.current_time() - started < 11
+    assert frames[-1]["error"]["code"] == "inference_unavailable"
+    assert frames[-1]["error"]["runbook"] == "docs/runbook.md#inference-unavailable"
