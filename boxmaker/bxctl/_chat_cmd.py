@@ -26,7 +26,7 @@ import trio
 from .._error_table import ERROR_RUNBOOKS
 from ..policy._load import GrantsMissing, load_grants
 from ..policy._model import GrantSet
-from ..proto._escape import escape_line, escape_text
+from ..proto._escape import escape_line
 from ..proto._json import dumps_terminal
 from ..proto._wire import ErrorAnswer, is_name
 from ..proto._wire_admin import (
@@ -233,7 +233,7 @@ class ChatSession:
             # (a question on screen: a loopd that sends text now gets a row of its own)
             question_row = "\n" if self.asked else ""
             self.asked = False
-            self.write(question_row + self.text.feed(escape_text(frame.delta), width))
+            self.write(question_row + self.text.feed_text(frame.delta, width))
         elif isinstance(frame, ToolCallEvent):
             self.show(render.tool_call(frame, width))
         elif isinstance(frame, ApprovalPendingEvent):

@@ -21,6 +21,8 @@ import unicodedata
 
 import wcwidth
 
+from ..proto._escape import escape_text, trailing_marks
+
 GUTTER = "\u2502 "
 """The first thing on every row of model text (U+2502, escaped in model text)."""
 CONTINUATION = "  " + GUTTER
@@ -126,6 +128,14 @@ class ModelText:
         self._gutter = gutter
         self._gutter_width = text_width(gutter)
         self._used: int | None = None  # columns used on the open row; None: no open row
+        self._marks = 0  # the combining marks the text so far ends with
+
+    def feed_text(self, text: str, width: int) -> str:
+        """`feed` for a raw delta: escaped here, so that a run of combining marks
+        split over deltas is capped as one (issue 22 item 16)."""
+        escaped = escape_text(text, marks_before=self._marks)
+        self._marks = trailing_marks(text, self._marks)
+        return self.feed(escaped, width)
 
     def feed(self, escaped: str, width: int) -> str:
         out: list[str] = []
@@ -145,6 +155,7 @@ class ModelText:
         return "".join(out)
 
     def close(self) -> str:
+        self._marks = 0
         if self._used is None:
             return ""
         self._used = None
