@@ -18,6 +18,7 @@ import functools
 import re
 import shutil
 import unicodedata
+from collections.abc import Sequence
 
 import wcwidth
 
@@ -109,6 +110,42 @@ def wrap_row(head: str, escaped: str, width: int, indent: str = CONTINUATION) ->
     `width` columns; every row after the first starts with `indent` (a gutter)."""
     out = [head]
     _fill(out, escaped, text_width(head), width, text_width(indent), "\n" + indent)
+    return "".join(out).split("\n")
+
+
+OWN_INDENT = "    "
+"""How a row of boxmaker's own words continues (no gutter: the words are its own)."""
+
+
+def wrap_own(parts: Sequence[tuple[str, bool]], width: int, indent: str = OWN_INDENT,
+             field_indent: str = CONTINUATION) -> list[str]:
+    """One line of boxmaker's, as rows of at most `width` columns (issue 22 item 16c).
+
+    `parts` are (text, untrusted): boxmaker's own words wrap at spaces, their rows
+    continuing with `indent`; an untrusted (escaped) field wraps anywhere but in
+    an escape, its rows continuing with `field_indent` (a gutter), as `wrap_row`.
+    A word longer than a row is cut."""
+    out: list[str] = []
+    used = start = 0  # columns used on the last row; columns of its indent
+    own_fresh, field_fresh = text_width(indent), text_width(field_indent)
+    for text, untrusted in parts:
+        if untrusted:
+            before = len(out)
+            used = _fill(out, text, used, width, field_fresh, "\n" + field_indent)
+            if any(piece.startswith("\n") for piece in out[before:]):
+                start = field_fresh
+            continue
+        for token in re.findall(r" *[^ ]+| +", text):
+            word = token.lstrip(" ")
+            placed = token
+            if word and used + text_width(token) > width and used > start:
+                out.append("\n" + indent)
+                used = start = own_fresh
+                placed = word
+            before = len(out)
+            used = _fill(out, placed, used, width, own_fresh, "\n" + indent)
+            if any(piece.startswith("\n") for piece in out[before:]):
+                start = own_fresh
     return "".join(out).split("\n")
 
 
