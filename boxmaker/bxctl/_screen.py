@@ -137,6 +137,8 @@ def wrap_own(parts: Sequence[tuple[str, bool]], width: int, indent: str = OWN_IN
             continue
         for token in re.findall(r" *[^ ]+| +", text):
             word = token.lstrip(" ")
+            if not word and used + len(token) > width:
+                continue  # spaces that do not fit: the row ends there
             placed = token
             if word and used + text_width(token) > width and used > start:
                 out.append("\n" + indent)
