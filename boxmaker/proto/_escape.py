@@ -24,8 +24,12 @@ MAX_MARKS = 30
 
 
 def is_mark(ch: str) -> bool:
-    """A code point a terminal draws on the cell before it: a mark (Mn, Mc, Me) or
-    any other non-starter (canonical combining class not 0)."""
+    """A code point a terminal draws on the cell before it: a mark (Mn, Mc, Me), any
+    other non-starter (canonical combining class not 0), or a conjoining Hangul
+    vowel or final consonant (which terminals join to the cell before)."""
+    cp = ord(ch)
+    if 0x1160 <= cp <= 0x11FF or 0xD7B0 <= cp <= 0xD7FF:
+        return True
     return unicodedata.category(ch)[0] == "M" or unicodedata.combining(ch) != 0
 
 

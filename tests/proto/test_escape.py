@@ -168,9 +168,10 @@ def test_a_character_carries_at_most_thirty_marks() -> None:
 
 
 @pytest.mark.parametrize("mark", ["\u0301", "\u20dd", "\u0489", "\u0903", "\u0e49",
-                                  "\U0001d167", "\u302a"])
+                                  "\U0001d167", "\u302a", "\u1161", "\ud7b0"])
 def test_every_kind_of_mark_is_capped(mark: str) -> None:
-    # nonspacing, enclosing, spacing, Thai tone marks, musical, ideographic
+    # nonspacing, enclosing, spacing, Thai tone marks, musical, ideographic, and
+    # conjoining Hangul vowels (a terminal joins them to the cell before)
     for text in ("a" + mark * 40, "\u00e9" + mark * 40, "a\n" + mark * 40):
         assert escape_text(text).count(mark) == 30
 
