@@ -173,7 +173,7 @@ def test_model_text_cannot_pass_for_an_approval_block(stack_factory: Any) -> Non
     try:
         chat.expect(b"you> ")
         chat.type("go\n")
-        screen = chat.expect(b"or Enter to leave it pending: ")
+        screen = chat.expect(b"pending: ")  # the question wraps at 60 columns
         listed = bxctl_narrow(stack, "approvals")
         chat.type("r\n")
         chat.expect(b"denied (refused)")
@@ -251,6 +251,8 @@ def test_marks_are_capped_and_own_rows_wrap_at_words_on_a_narrow_terminal(
     seen = rows(chat.seen)
     assert max(n for row in seen for n in mark_runs(row) or [0]) == 30, seen
     assert "\u0301" * 30 + "\\u{0301}" in chat.seen.decode()
+    # the tool-call row and the approval block show 30 of the argument's 40 too
+    assert unwrapped(chat.seen).count("\u20dd" * 30 + "\\u{20DD}" * 10) >= 2
     # every row, boxmaker's own too, fits; own rows continue with their own indent
     assert all(width(r) <= NARROW for r in seen), [r for r in seen if width(r) > NARROW]
     [approval] = stack.brokerd_home.events("decision")
