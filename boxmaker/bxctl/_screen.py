@@ -1,6 +1,7 @@
 """Rows on the owner's terminal that model text cannot forge (issue 11).  Pure.
 
-boxmaker's own rows start at column 0.  Every row of text that came from
+boxmaker's own rows start at column 0 and wrap at spaces, continuing with
+their own indent (`wrap_own`, issue 22 item 16).  Every row of text that came from
 the model, a tool or a peer starts with the gutter `│ ` (model text in chat),
 or continues one of boxmaker's rows after a gutter (a long field), so no row
 of it ever starts at column 0.  bxctl wraps such text itself, at the
