@@ -82,7 +82,8 @@ def run_command(command: Command) -> tuple[int, str, str]:
     argv = argv[1:]
     if argv[:2] in (["grants", "explain"], ["grants", "suggest"]) and "--grants" not in argv:
         argv += ["--grants", "grants"]  # the doc's sessions run in the boxmaker home
-    env = {"BOXMAKER_HOME": HOME, "XDG_RUNTIME_DIR": RUNTIME}
+    # a wide terminal: the examples show whole lines (bxctl wraps at the width it has)
+    env = {"BOXMAKER_HOME": HOME, "XDG_RUNTIME_DIR": RUNTIME, "COLUMNS": "1000"}
     result = CliRunner().invoke(cli, argv, env=env)
     return result.exit_code, result.stdout, result.stderr
 

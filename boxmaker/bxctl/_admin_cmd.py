@@ -37,7 +37,7 @@ from ..proto._wire_admin import (
 from ._admin_client import DaemonUnreachable, request
 from ._app import App, pass_app, text_arg
 from ._checkpoint_status import checkpoint_lines
-from ._screen import GUTTER, terminal_width, wrap_line, wrap_row
+from ._screen import GUTTER, terminal_width, wrap_line, wrap_own, wrap_row
 
 _ID_RE = re.compile(r"0|[1-9][0-9]*", re.ASCII)
 _SESSION_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,63}", re.ASCII)
@@ -68,7 +68,7 @@ def _session_name(value: str) -> str:
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
-    click.echo(f"bxctl: {escape_line(message)}", err=True)
+    click.echo(wrap_line(f"bxctl: {escape_line(message)}", terminal_width()), err=True)
     click.get_current_context().exit(code)
 
 
@@ -127,11 +127,12 @@ def render_approval(approval: Approval, now: dt.datetime | None = None,
     trust = "untrusted" if approval.state.untrusted else "trusted"
     value_indent = " " * len(_FIELD_HEAD) + GUTTER
     lines = [
-        f"approval {approval.approval_id} · expires {local:%H:%M:%S} "
-        f"({_in(expires - now)})",
+        *wrap_own([(f"approval {approval.approval_id} · expires {local:%H:%M:%S} "
+                    f"({_in(expires - now)})", False)], width, _FIELD_HEAD),
         *wrap_row("  tool     ", escape_line(approval.tool), width, value_indent),
         *wrap_row("  grant    ", escape_line(approval.grant) + " (ask)", width, value_indent),
-        f"  session  {approval.session} · label {approval.state.label} · {trust}",
+        *wrap_own([(f"  session  {approval.session} · label {approval.state.label} "
+                    f"· {trust}", False)], width, _FIELD_HEAD),
     ]
     args = approval.args
     if not args:

@@ -93,26 +93,42 @@ def grants_summary(grants: Sequence[Grant], user_home: Path) -> str:
     return line
 
 
-def banner_lines(*, loop: LoopStatus | None, broker: Status | None,
-                 summary: str | None) -> list[str]:
-    lines = []
+Part = tuple[str, bool]
+"""(text, untrusted): boxmaker's own words, or an escaped field (`_screen.wrap_own`)."""
+
+
+def banner_parts(*, loop: LoopStatus | None, broker: Status | None,
+                 summary: str | None, warnings: Sequence[str] = ()) -> list[list[Part]]:
+    """The banner's lines, each as parts: boxmaker's words wrap at spaces with their
+    own indent, the fields (escaped) behind the gutter (issue 22 item 16c)."""
+    lines: list[list[Part]] = []
     if loop is None:
-        lines.append("model: loopd does not answer its status request")
+        lines.append([("model: loopd does not answer its status request", False)])
     else:
         # llama-server names its model by the file's path: the file's name says enough
         model = escape_line(loop.inference.model.rsplit("/", 1)[-1]) or "unknown"
-        state = "" if loop.inference.ok else (
-            f" (not ready: {escape_line(loop.inference.reason or 'unknown')})")
-        lines.append(f"model: {model}{state}")
+        line: list[Part] = [("model: ", False), (model, True)]
+        if not loop.inference.ok:
+            line += [(" (not ready: ", False),
+                     (escape_line(loop.inference.reason or "unknown"), True), (")", False)]
+        lines.append(line)
     if broker is None:
-        lines.append("brokerd does not answer: every tool call will be refused")
+        lines.append([("brokerd does not answer: every tool call will be refused", False)])
     elif broker.runner.ok and broker.runner.kind == "podman":
-        lines.append("tools: run in throw-away podman containers with no network")
+        lines.append([("tools: run in throw-away podman containers with no network", False)])
     else:
         reason = escape_line(broker.runner.reason or "no runner")
-        lines.append(f"tools cannot run here ({reason}): allowed calls are answered "
-                     "runner_unavailable")
+        lines.append([("tools cannot run here (", False), (reason, True),
+                      ("): allowed calls are answered runner_unavailable", False)])
     if summary is not None:
-        lines.append(f"grants: {summary}")
-    lines.append("type /help for what you can type")
+        lines.append([("grants: ", False), (summary, True)])
+    lines += [[("warning: ", False), (escape_line(w), True)] for w in warnings]
+    lines.append([("type /help for what you can type", False)])
     return lines
+
+
+def banner_lines(*, loop: LoopStatus | None, broker: Status | None,
+                 summary: str | None) -> list[str]:
+    """The banner's lines, unwrapped."""
+    return ["".join(text for text, _ in line)
+            for line in banner_parts(loop=loop, broker=broker, summary=summary)]

@@ -26,7 +26,6 @@ import trio
 from .._error_table import ERROR_RUNBOOKS
 from ..policy._load import GrantsMissing, load_grants
 from ..policy._model import GrantSet
-from ..proto._escape import escape_line, escape_text
 from ..proto._json import dumps_terminal
 from ..proto._wire import ErrorAnswer, is_name
 from ..proto._wire_admin import (
@@ -53,10 +52,10 @@ from . import _chat_render as render
 from ._admin_client import DaemonUnreachable, request_async
 from ._admin_cmd import render_approval
 from ._app import App, pass_app, text_arg
-from ._chat_banner import HELP, banner_lines, grants_summary
+from ._chat_banner import HELP, banner_parts, grants_summary
 from ._config import BxctlConfig
 from ._loop_client import LoopConnection, Undecodable, open_request
-from ._screen import ModelText, terminal_width, wrap_line
+from ._screen import ModelText, terminal_width, wrap_own
 
 
 class LineReader:
@@ -234,7 +233,7 @@ class ChatSession:
             # (a question on screen: a loopd that sends text now gets a row of its own)
             question_row = "\n" if self.asked else ""
             self.asked = False
-            self.write(question_row + self.text.feed(escape_text(frame.delta), width))
+            self.write(question_row + self.text.feed_text(frame.delta, width))
         elif isinstance(frame, ToolCallEvent):
             self.show(render.tool_call(frame, width))
         elif isinstance(frame, ApprovalPendingEvent):
@@ -273,8 +272,9 @@ class ChatSession:
             if self.reader is None:
                 self.show(f"approve it with: bxctl approve {approval.approval_id}\n")
                 return
-            self.show(f"type {approval.approval_id} to approve, r to refuse, "
-                      "or Enter to leave it pending: ")
+            self.show("\n".join(wrap_own([(f"type {approval.approval_id} to approve, r to "
+                                            "refuse, or Enter to leave it pending: ", False)],
+                                          terminal_width())))
             self.asked = True
             line = await self.reader.readline()
             self.asked = False  # the owner's Enter ended the row
@@ -304,8 +304,9 @@ class ChatSession:
             self.show(f"{done_word} {approval_id}\n")
 
     async def banner(self) -> None:
-        self.write(f"boxmaker chat · conversation {self.conversation} · "
-                   "Ctrl-D leaves, Ctrl-C cancels a turn\n")
+        self.write("\n".join(wrap_own([(f"boxmaker chat · conversation {self.conversation} · "
+                                         "Ctrl-D leaves, Ctrl-C cancels a turn", False)],
+                                       terminal_width())) + "\n")
         status: object = None
         try:
             with trio.fail_after(5):
@@ -315,12 +316,11 @@ class ChatSession:
             status = None
         broker = status if isinstance(status, Status) else None
         loop = await _loop_status(self.config)
-        lines = banner_lines(loop=loop, broker=broker,
-                             summary=_grants_line(self.config.home / "grants"))
-        if broker is not None:
-            lines[-1:-1] = [f"warning: {escape_line(w)}" for w in broker.warnings]
+        lines = banner_parts(loop=loop, broker=broker,
+                             summary=_grants_line(self.config.home / "grants"),
+                             warnings=broker.warnings if broker is not None else ())
         width = terminal_width()
-        self.show("".join(f"{wrap_line(line, width)}\n" for line in lines))
+        self.show("".join("\n".join(wrap_own(line, width)) + "\n" for line in lines))
 
     async def interactive(self) -> None:
         assert self.reader is not None

@@ -17,8 +17,8 @@ from .._brokerd_config import ConfigError as BrokerdConfigError
 from .._brokerd_config import compute_protected, load_config
 from .._error_table import see, shown
 from ..policy._decide import decide
-from ..policy._decision import ProtectedPaths, ToolCall
-from ..policy._explain import explain_document, explain_lines, report_lines
+from ..policy._decision import Ask, Decision, ProtectedPaths, ToolCall
+from ..policy._explain import EXPLAIN_HEAD, explain_document, explain_rows, report_lines
 from ..policy._load import GrantsMissing, load_grants
 from ..policy._model import GrantSet, InvalidGrantSet
 from ..proto._convert import unstructure
@@ -27,6 +27,7 @@ from ..proto._escape import escape_line
 from ..proto._json import dumps_terminal, loads_object
 from ..proto._taint import LABELS, Label, Taint
 from ._app import App, pass_app, text_arg
+from ._screen import GUTTER, terminal_width, wrap_line, wrap_row
 
 
 @click.group()
@@ -39,7 +40,7 @@ def _exit(code: int) -> NoReturn:
 
 
 def _fail(message: str, code: int) -> NoReturn:
-    click.echo(escape_line(message), err=True)
+    click.echo(wrap_line(escape_line(message), terminal_width()), err=True)
     _exit(code)
 
 
@@ -75,9 +76,23 @@ def check(app: App, directory: Path | None, as_json: bool) -> None:
     if as_json:
         _print_json(unstructure(report))
     else:
-        for line in report_lines(report, os.fsdecode(where)):
-            click.echo(line)
+        _echo_report(report_lines(report, os.fsdecode(where)))
     _exit(0 if report.ok else 1)
+
+
+def _echo_report(lines: list[str]) -> None:
+    """`report_lines` (escaped, file names first) wrapped behind the gutter."""
+    width = terminal_width()
+    for line in lines:
+        click.echo(wrap_line(line, width))
+
+
+def _echo_explain(result: Decision | Ask, state: GrantSet | None) -> None:
+    """Each value wrapped behind the gutter under the value column (as approvals)."""
+    width = terminal_width()
+    indent = " " * EXPLAIN_HEAD + GUTTER
+    for head, value in explain_rows(result, state):
+        click.echo("\n".join(wrap_row(head, value, width, indent)))
 
 
 def brokerd_protected_paths(config_path: Path | None) -> tuple[str, ...]:
@@ -144,15 +159,12 @@ def explain(
         if as_json:
             _print_json(unstructure(state.report))
         else:
-            for line in report_lines(state.report, os.fsdecode(where)):
-                click.echo(line)
-            for line in explain_lines(result, None):
-                click.echo(line)
+            _echo_report(report_lines(state.report, os.fsdecode(where)))
+            _echo_explain(result, None)
         _exit(1)
     if as_json:
         _print_json(explain_document(result))
     else:
-        for line in explain_lines(result, state):
-            click.echo(line)
+        _echo_explain(result, state)
     denied = explain_document(result)["outcome"] == "denied"
     _exit(1 if denied else 0)

@@ -35,6 +35,7 @@ from ._app import App, pass_app
 from ._audit_cmd import PROGRESS_MIN_BYTES, NotFine, _parse_since
 from ._grants_cmd import _load, brokerd_protected_paths, grants
 from ._replay_pool import DecidePool, parallel_worth_it
+from ._screen import terminal_width, wrap_line
 
 CHAIN_RUNBOOK = condition("audit_chain_broken")
 
@@ -106,8 +107,9 @@ def load_valid_grants(where: Path, as_json: bool) -> GrantSet:
         if as_json:
             click.echo(dumps(unstructure(state.report), ascii_only=True))
         else:
+            width = terminal_width()
             for line in grants_report_lines(state.report, os.fsdecode(where)):
-                click.echo(line)
+                click.echo(wrap_line(line, width))
             click.echo("bxctl: the grant set is invalid: every call would be denied; "
                        "nothing was replayed", err=True)
         _exit(1)
@@ -128,8 +130,9 @@ def _emit_json(tally: ReplayTally, spool: IO[str], verified: bool) -> None:
 
 def _emit_text(tally: ReplayTally, spool: IO[str]) -> None:
     spool.seek(0)
-    for line in spool:
-        click.echo(line.rstrip("\n"))
+    width = terminal_width()
+    for line in spool:  # escaped change lines: wrapped behind the gutter
+        click.echo(wrap_line(line.rstrip("\n"), width))
     click.echo(f"was -> now ({tally.calls} call{'s' if tally.calls != 1 else ''}):")
     for line in tally.matrix_lines():
         click.echo(line)

@@ -1,6 +1,7 @@
 """Rows on the owner's terminal that model text cannot forge (issue 11).  Pure.
 
-boxmaker's own rows start at column 0.  Every row of text that came from
+boxmaker's own rows start at column 0 and wrap at spaces, continuing with
+their own indent (`wrap_own`, issue 22 item 16).  Every row of text that came from
 the model, a tool or a peer starts with the gutter `│ ` (model text in chat),
 or continues one of boxmaker's rows after a gutter (a long field), so no row
 of it ever starts at column 0.  bxctl wraps such text itself, at the
@@ -18,8 +19,11 @@ import functools
 import re
 import shutil
 import unicodedata
+from collections.abc import Sequence
 
 import wcwidth
+
+from ..proto._escape import escape_text, trailing_marks
 
 GUTTER = "\u2502 "
 """The first thing on every row of model text (U+2502, escaped in model text)."""
@@ -110,6 +114,44 @@ def wrap_row(head: str, escaped: str, width: int, indent: str = CONTINUATION) ->
     return "".join(out).split("\n")
 
 
+OWN_INDENT = "    "
+"""How a row of boxmaker's own words continues (no gutter: the words are its own)."""
+
+
+def wrap_own(parts: Sequence[tuple[str, bool]], width: int, indent: str = OWN_INDENT,
+             field_indent: str = CONTINUATION) -> list[str]:
+    """One line of boxmaker's, as rows of at most `width` columns (issue 22 item 16c).
+
+    `parts` are (text, untrusted): boxmaker's own words wrap at spaces, their rows
+    continuing with `indent`; an untrusted (escaped) field wraps anywhere but in
+    an escape, its rows continuing with `field_indent` (a gutter), as `wrap_row`.
+    A word longer than a row is cut."""
+    out: list[str] = []
+    used = start = 0  # columns used on the last row; columns of its indent
+    own_fresh, field_fresh = text_width(indent), text_width(field_indent)
+    for text, untrusted in parts:
+        if untrusted:
+            before = len(out)
+            used = _fill(out, text, used, width, field_fresh, "\n" + field_indent)
+            if any(piece.startswith("\n") for piece in out[before:]):
+                start = field_fresh
+            continue
+        for token in re.findall(r" *[^ ]+| +", text):
+            word = token.lstrip(" ")
+            if not word and used + len(token) > width:
+                continue  # spaces that do not fit: the row ends there
+            placed = token
+            if word and used + text_width(token) > width and used > start:
+                out.append("\n" + indent)
+                used = start = own_fresh
+                placed = word
+            before = len(out)
+            used = _fill(out, placed, used, width, own_fresh, "\n" + indent)
+            if any(piece.startswith("\n") for piece in out[before:]):
+                start = own_fresh
+    return "".join(out).split("\n")
+
+
 def wrap_line(line: str, width: int) -> str:
     """A whole line of boxmaker's holding escaped fields, wrapped: rows joined by newlines."""
     return "\n".join(wrap_row("", line, width))
@@ -126,6 +168,14 @@ class ModelText:
         self._gutter = gutter
         self._gutter_width = text_width(gutter)
         self._used: int | None = None  # columns used on the open row; None: no open row
+        self._marks = 0  # the combining marks the text so far ends with
+
+    def feed_text(self, text: str, width: int) -> str:
+        """`feed` for a raw delta: escaped here, so that a run of combining marks
+        split over deltas is capped as one (issue 22 item 16)."""
+        escaped = escape_text(text, marks_before=self._marks)
+        self._marks = trailing_marks(text, self._marks)
+        return self.feed(escaped, width)
 
     def feed(self, escaped: str, width: int) -> str:
         out: list[str] = []
@@ -145,6 +195,7 @@ class ModelText:
         return "".join(out)
 
     def close(self) -> str:
+        self._marks = 0
         if self._used is None:
             return ""
         self._used = None

@@ -9,6 +9,7 @@ The draft goes to stdout or `--out FILE`, never into the grants directory.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Final
 
@@ -34,6 +35,7 @@ from ._replay_cmd import (
     refuse_unverified,
     since_filter,
 )
+from ._screen import terminal_width, wrap_line
 
 MAX_PASSES: Final = 8
 """Replays of the draft; each narrows or drops what went too far."""
@@ -46,8 +48,18 @@ def _inside(path: Path, directory: Path) -> bool:
 
 
 def _refuse(message: str) -> None:
-    click.echo(message, err=True)
+    click.echo(wrap_line(message, terminal_width()), err=True)
     click.get_current_context().exit(1)
+
+
+def _for_stdout(draft: str) -> str:
+    """The draft as TOML for a file or a pipe; on a terminal, every line wrapped by
+    bxctl behind the gutter, as chat's (issue 22 item 16: a long path must not
+    let the terminal wrap a row to column 0).  `--out` writes the TOML itself."""
+    if not sys.stdout.isatty():
+        return draft
+    width = terminal_width()
+    return "".join(wrap_line(line, width) + "\n" for line in draft.splitlines())
 
 
 @grants.command("suggest")
@@ -129,7 +141,7 @@ def suggest(app: App, audit_dir: Path | None, since: str | None, min_approvals: 
     text = render_draft(candidates, header)
     draft_state(grant_set, text)  # the commented draft parses to the same grants
     if out is None:
-        click.echo(text, nl=False)
+        click.echo(_for_stdout(text), nl=False)
         return
     try:
         out.write_text(text, encoding="utf-8")

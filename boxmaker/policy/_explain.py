@@ -47,7 +47,16 @@ def _grant_summary(grants: GrantSet | None, grant_id: str) -> str:
 
 
 def explain_lines(result: Decision | Ask, grants: GrantSet | None) -> list[str]:
-    """The plain-text explanation, one escaped line each."""
+    """The plain-text explanation, one escaped line each (unwrapped)."""
+    return [head + value for head, value in explain_rows(result, grants)]
+
+
+EXPLAIN_HEAD = 12
+"""Columns of a field name and its space: where explain's values start."""
+
+
+def explain_rows(result: Decision | Ask, grants: GrantSet | None) -> list[tuple[str, str]]:
+    """The plain-text explanation: (field name padded, escaped value) per line."""
     doc = explain_document(result)
     outcome = doc["outcome"] if doc["code"] is None else f"denied: {doc['code']}"
     state = result.state
@@ -71,7 +80,7 @@ def explain_lines(result: Decision | Ask, grants: GrantSet | None) -> list[str]:
         ("matched", matched),
         ("applicable", applicable),
     ]
-    return [f"{name:<11} {escape_line(value)}" for name, value in rows]
+    return [(f"{name:<{EXPLAIN_HEAD - 1}} ", escape_line(value)) for name, value in rows]
 
 
 def report_lines(report: GrantsReport, directory: str) -> list[str]:

@@ -193,3 +193,26 @@ def test_text_arguments_must_be_utf8(tmp_path: Path) -> None:
     assert out.exit_code == 2
     out = CliRunner().invoke(cli, [*base, "session", "show", "s\udcff"])
     assert out.exit_code == 2
+
+
+def test_the_approval_header_wraps_at_words_below_67_columns() -> None:
+    # issue 22 item 16 (c): the header split mid-word below about 67 columns
+    import datetime as dt
+
+    from boxmaker.bxctl._admin_cmd import render_approval
+    from boxmaker.proto._convert import U64
+    from boxmaker.proto._taint import Taint
+    from boxmaker.proto._wire_admin import Approval
+    approval = Approval(approval_id=U64(318457), call=U64(41), session="s-" + "s" * 40,
+                        tool="echo", args={}, grant="echo-ask",
+                        state=Taint(label="public", untrusted=False),
+                        requested_at="2026-12-01T09:59:00.000000Z",
+                        expires_at="2026-12-01T10:04:30.500000Z", challenge="Y2hhbGxlbmdl")
+    now = dt.datetime(2026, 12, 1, 10, 0, 0, tzinfo=dt.UTC)
+    for width in (30, 40, 50, 60):
+        rows = render_approval(approval, now, width=width)
+        assert all(len(r) <= width for r in rows), rows
+        assert rows[0].startswith("approval 318457 ")
+        assert width >= 46 or rows[1].startswith(" " * 11)
+        assert " ".join(r.strip() for r in rows[:2]).startswith("approval 318457 \u00b7 expires ")
+        assert not any(r.lstrip().startswith("\u2502") for r in rows if "session" in r)

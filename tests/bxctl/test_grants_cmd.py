@@ -52,7 +52,8 @@ def home(tmp_path: Path) -> Path:
 
 
 def run(home: Path, *args: str) -> Result:
-    env = {"BOXMAKER_HOME": str(home), "XDG_RUNTIME_DIR": str(home.parent / "run")}
+    env = {"BOXMAKER_HOME": str(home), "XDG_RUNTIME_DIR": str(home.parent / "run"),
+           "COLUMNS": "1000"}  # wide: these tests read whole lines
     return CliRunner().invoke(cli, list(args), env=env)
 
 

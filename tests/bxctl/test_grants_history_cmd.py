@@ -100,7 +100,8 @@ def home() -> Iterator[Home]:
 
 
 def run(home: Home, *args: str) -> Result:
-    env = {"BOXMAKER_HOME": str(home.home), "XDG_RUNTIME_DIR": ""}
+    env = {"BOXMAKER_HOME": str(home.home), "XDG_RUNTIME_DIR": "",
+           "COLUMNS": "1000"}  # wide: these tests read whole lines
     return CliRunner().invoke(cli, list(args), env=env)
 
 

@@ -8,7 +8,16 @@ import wcwidth
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from boxmaker.bxctl._screen import CONTINUATION, GUTTER, ModelText, cut, wrap_row
+from boxmaker.bxctl._screen import (
+    CONTINUATION,
+    GUTTER,
+    OWN_INDENT,
+    ModelText,
+    cut,
+    text_width,
+    wrap_own,
+    wrap_row,
+)
 from boxmaker.proto._escape import escape_line, escape_text
 
 ANY_TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=400)
@@ -70,3 +79,32 @@ def test_cut_never_splits_an_escape() -> None:
     escaped = escape_line("ab\x1b")
     assert cut(escaped, 4) == "ab"
     assert cut(escaped, 10) == escaped
+
+
+# -- issue 22 item 16 (c): boxmaker's own rows wrap at words, with their own indent ---
+
+QUESTION = "type 318457 to approve, r to refuse, or Enter to leave it pending: "
+
+
+def test_own_words_wrap_at_spaces_with_their_own_indent() -> None:
+    for width in range(20, 70):
+        rows = wrap_own([(QUESTION, False)], width)
+        assert all(text_width(r) <= width for r in rows), (width, rows)
+        assert all(r.startswith(OWN_INDENT) and GUTTER not in r for r in rows[1:]), rows
+        assert " ".join(r.strip() for r in rows) == QUESTION.strip(), rows
+
+
+def test_a_field_in_own_words_still_continues_behind_the_gutter() -> None:
+    field = escape_line("x" * 50 + "approval 1 \u00b7 expires")
+    rows = wrap_own([("tools cannot run here (", False), (field, True),
+                     ("): allowed calls are answered runner_unavailable", False)], 30)
+    assert all(text_width(r) <= 30 for r in rows), rows
+    assert rows[1].startswith(CONTINUATION)  # the field's rows: a gutter
+    assert not any(r.startswith("approval") for r in rows)
+    assert rows[-1] == OWN_INDENT + "runner_unavailable"  # own words: own indent
+
+
+def test_an_own_word_longer_than_a_row_is_cut_not_overflowing() -> None:
+    rows = wrap_own([("conversation " + "c" * 60, False)], 30)
+    assert all(text_width(r) <= 30 for r in rows), rows
+    assert rows[0] == "conversation"

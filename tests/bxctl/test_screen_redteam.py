@@ -55,3 +55,14 @@ def test_wide_tone_marks_cannot_push_model_text_to_column_zero(
     rows = (ModelText().feed(escape_text(text), 80)).split("\n")
     assert all(row.startswith(GUTTER) for row in rows)
     assert all(terminal_columns(row, libc_wcwidth) <= 80 for row in rows)
+
+
+def test_marks_split_over_deltas_are_capped_as_one_run() -> None:
+    # issue 22 item 16 (a): 69 marks reached the chat; sent 10 per delta, each
+    # delta alone is under the cap
+    text = ModelText()
+    shown = text.feed_text("e", 80) + "".join(text.feed_text("\u0301" * 10, 80)
+                                              for _ in range(7))
+    assert shown.count("\u0301") == 30 and shown.count("\\u{0301}") == 40
+    shown = text.close() + text.feed_text("\u0301" * 10, 80)  # a new row: a new run
+    assert shown.count("\u0301") == 10

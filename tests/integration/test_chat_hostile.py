@@ -173,7 +173,7 @@ def test_model_text_cannot_pass_for_an_approval_block(stack_factory: Any) -> Non
     try:
         chat.expect(b"you> ")
         chat.type("go\n")
-        screen = chat.expect(b"or Enter to leave it pending: ")
+        screen = chat.expect(b"pending: ")  # the question wraps at 60 columns
         listed = bxctl_narrow(stack, "approvals")
         chat.type("r\n")
         chat.expect(b"denied (refused)")
@@ -212,3 +212,58 @@ def test_model_text_cannot_pass_for_an_approval_block(stack_factory: Any) -> Non
     assert all(width(r) <= COLUMNS for r in show_rows), show_rows
     assert all(r[:4].isdigit() or r.lstrip(" ").startswith(GUTTER) for r in show_rows if r)
     assert "x \\u{0020}\\u{0020}" in unwrapped(show.stdout)
+
+
+NARROW = 50
+"""Issue 22 item 16 (c): boxmaker's own rows split mid-word below about 67 columns."""
+
+
+def mark_runs(row: str) -> list[int]:
+    """The lengths of the runs of raw combining marks on a row."""
+    return [len(run) for run in re.findall(r"[\u0300-\u036f\u20d0-\u20ff]+", row)]
+
+
+def test_marks_are_capped_and_own_rows_wrap_at_words_on_a_narrow_terminal(
+        stack_factory: Any) -> None:
+    # issue 22 item 16 (a): 69 marks reached the chat (sent here over 7 deltas), 40 the
+    # tool-call row and the approval block
+    marks = "\u0301" * 10
+    stack = stack_factory(
+        [{"steps": [{"role": "assistant"}, {"text": "e"},
+                    *({"text": marks} for _ in range(7)),
+                    *tool_round("call-m", "echo",
+                                {"text": "a" + "\u20dd" * 40})["steps"][2:]]},
+         text_round("done")],
+        grants={"ask.toml": ASK_ECHO},
+    )
+    env = dict(os.environ, COLUMNS=str(NARROW))
+    chat = Pty([str(BXCTL), "--config", str(stack.bxctl_config), "chat",
+                "--conversation", "c1"], env=env)
+    try:
+        chat.expect(b"you> ")
+        chat.type("go\n")
+        screen = chat.expect(b"leave it pending: ")
+        chat.type("r\n")
+        chat.expect(b"denied (refused)")
+        chat.expect(b"you> ")
+    finally:
+        assert chat.close() == 0
+    seen = rows(chat.seen)
+    assert max(n for row in seen for n in mark_runs(row) or [0]) == 30, seen
+    assert "\u0301" * 30 + "\\u{0301}" in chat.seen.decode()
+    # the tool-call row and the approval block show 30 of the argument's 40 too
+    assert unwrapped(chat.seen).count("\u20dd" * 30 + "\\u{20DD}" * 10) >= 2
+    # every row, boxmaker's own too, fits; own rows continue with their own indent
+    assert all(width(r) <= NARROW for r in seen), [r for r in seen if width(r) > NARROW]
+    [approval] = stack.brokerd_home.events("decision")
+    real_id = approval["outcome"]["ask"]["approval_id"]
+    question = f"type {real_id} to approve, r to refuse, or Enter to leave it pending: "
+    shown = rows(screen)
+    start = next(i for i, r in enumerate(shown) if r.startswith(f"type {real_id} "))
+    tail = shown[start:]
+    assert all(r.startswith("    ") and not r.startswith("    \u2502") for r in tail[1:]), tail
+    assert " ".join(r.strip() for r in tail) == question.strip(), tail  # whole words
+    banner = rows(chat.seen)[:8]
+    head = next(i for i, r in enumerate(banner) if r.startswith("boxmaker chat"))
+    assert banner[head + 1].startswith("    ") and GUTTER not in banner[head + 1], banner
+    assert "Ctrl-D leaves, Ctrl-C cancels a turn" in " ".join(r.strip() for r in banner)

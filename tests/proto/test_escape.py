@@ -9,7 +9,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from boxmaker.proto._escape import escape_line, escape_text
+from boxmaker.proto._escape import escape_line, escape_text, trailing_marks
 
 HIDDEN_CATEGORIES = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
 VARIATION_SELECTORS = {*range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)}
@@ -157,3 +157,39 @@ def test_a_one_line_field_never_has_two_spaces_or_an_edge_space(text: str) -> No
     assert "  " not in shown and not shown.startswith(" ") and not shown.endswith(" ")
     assert shown.replace("\\u{0020}", " ").replace("\\u{00A0}", "\u00a0") \
         .replace("\\n", "\n") == text
+
+
+# -- issue 22 item 16 (a): at most 30 combining marks on one character ---------------
+
+def test_a_character_carries_at_most_thirty_marks() -> None:
+    shown = escape_line("e" + "\u0301" * 69 + "x")
+    assert shown.count("\u0301") == 30
+    assert shown == "e" + "\u0301" * 30 + "\\u{0301}" * 39 + "x"
+
+
+@pytest.mark.parametrize("mark", ["\u0301", "\u20dd", "\u0489", "\u0903", "\u0e49",
+                                  "\U0001d167", "\u302a", "\u1161", "\ud7b0"])
+def test_every_kind_of_mark_is_capped(mark: str) -> None:
+    # nonspacing, enclosing, spacing, Thai tone marks, musical, ideographic, and
+    # conjoining Hangul vowels (a terminal joins them to the cell before)
+    for text in ("a" + mark * 40, "\u00e9" + mark * 40, "a\n" + mark * 40):
+        assert escape_text(text).count(mark) == 30
+
+
+def test_mixed_marks_count_as_one_run_and_a_new_base_starts_again() -> None:
+    run = "\u0301\u0300\u20dd" * 20  # 60 marks of three kinds
+    shown = escape_line("a" + run + "b" + run)
+    assert sum(shown.count(m) for m in "\u0301\u0300\u20dd") == 60
+    assert shown.count("\\u{") == 60
+
+
+def test_marks_after_an_escape_sit_on_it_and_are_capped_too() -> None:
+    shown = escape_line("\u200b" + "\u0301" * 31)
+    assert shown == "\\u{200B}" + "\u0301" * 30 + "\\u{0301}"
+
+
+def test_a_run_split_over_pieces_is_one_run() -> None:
+    assert trailing_marks("a" + "\u0301" * 20) == 20
+    assert trailing_marks("\u0301" * 20, 20) == 40
+    assert trailing_marks("b", 40) == 0
+    assert escape_text("\u0301" * 20, marks_before=20).count("\u0301") == 10
