@@ -26,9 +26,10 @@ def brokerd() -> Iterator[tuple[Home, BrokerdProcess]]:
 
 
 def bxctl(home: Home, *args: str) -> subprocess.CompletedProcess[str]:
+    # whole lines: bxctl wraps what it shows at the terminal's width (80 when not a terminal)
     return subprocess.run([str(BXCTL), "--admin-socket", str(home.admin), *args],
-                          env=env_for(home), capture_output=True, text=True, timeout=60,
-                          check=False)
+                          env=env_for(home) | {"COLUMNS": "1000"}, capture_output=True,
+                          text=True, timeout=60, check=False)
 
 
 def test_add_prints_a_one_time_link_and_its_qr_code(brokerd: Any) -> None:
