@@ -63,7 +63,8 @@ async def _answers(clients: list[Client]) -> list[dict[str, Any]]:
     """The first answer of every flooding connection (brokerd must answer them all)."""
     out = []
     for client in clients:
-        got = await client.receive()
+        with trio.fail_after(30):
+            got = await client.receive()
         assert got is not None
         out.append(got)
     return out
