@@ -28,6 +28,8 @@ from ._toml import TomlFileError, parse_toml
 
 TTL_MS_MAX = 86_400_000
 """A day: the longest an approval may wait."""
+MAX_PENDING_MAX = 65_536
+"""Each pending ask holds its connection (one descriptor) until it is answered."""
 
 RunnerKind = Literal["podman", "refusing", "echo"]
 
@@ -56,6 +58,11 @@ class SocketsTable:
 @attrs.frozen(kw_only=True)
 class ApprovalsTable:
     ttl_ms: int = 600_000
+    max_pending: int = 128
+    """Asks waiting for the owner at once, all sessions (issue 22): past it, denied
+    `too_many_pending`."""
+    max_pending_per_session: int = 16
+    """Asks of one session waiting for the owner at once."""
     rp_id: str | None = None
     """The approval page's host name: the WebAuthn RP id (11-approvals-web)."""
     origins: list[str] | None = None
@@ -141,6 +148,8 @@ class BrokerdConfig:
     owner_uid: int
     own_uid: int
     ttl_ms: int
+    max_pending: int
+    max_pending_per_session: int
     protected: tuple[str, ...]
     """Every protected path (03-policy D2b): the configured ones and brokerd's own."""
     own_protected: tuple[str, ...]
@@ -268,6 +277,13 @@ def _check(raw: BrokerdFile) -> None:
     ttl = raw.approvals.ttl_ms
     if not 1 <= ttl <= TTL_MS_MAX:
         raise ConfigError(f"approvals.ttl_ms: {ttl} is outside 1..{TTL_MS_MAX} (a day)")
+    most = raw.approvals.max_pending
+    if not 1 <= most <= MAX_PENDING_MAX:
+        raise ConfigError(f"approvals.max_pending: {most} is outside 1..{MAX_PENDING_MAX}")
+    each = raw.approvals.max_pending_per_session
+    if not 1 <= each <= most:
+        raise ConfigError(f"approvals.max_pending_per_session: {each} is outside "
+                          f"1..{most} (approvals.max_pending)")
     problem = check_passkey_settings(raw.approvals.rp_id, raw.approvals.origins or [],
                                      require=raw.approvals.require_passkey)
     if problem is not None:
@@ -382,6 +398,8 @@ def _resolve(raw: BrokerdFile, source: Path | None, *, own_uid: int | None) -> B
         owner_uid=owner_uid,
         own_uid=uid,
         ttl_ms=raw.approvals.ttl_ms,
+        max_pending=raw.approvals.max_pending,
+        max_pending_per_session=raw.approvals.max_pending_per_session,
         protected=tuple(protected),
         own_protected=own_protected,
         policy_protected=tuple(configured),

@@ -55,6 +55,7 @@ DenialCode = Literal[
     "changed",
     "unsafe_target",
     "approvals_exhausted",
+    "too_many_pending",
 ]
 
 ERROR_RUNBOOKS: Final[Mapping[ErrorCode, str | None]] = {
@@ -88,6 +89,7 @@ DENIAL_RUNBOOKS: Final[Mapping[DenialCode, str | None]] = {
     "changed": None,
     "unsafe_target": None,
     "approvals_exhausted": "docs/runbook.md#approvals-exhausted",
+    "too_many_pending": "docs/runbook.md#too-many-pending",
 }
 """broker.sock denial codes and the runbook pointer each carries."""
 
@@ -178,6 +180,7 @@ CONDITIONS: Final[Mapping[str, str]] = {
     "audit_chain_broken": "docs/runbook.md#audit-chain-broken",
     "runner_unavailable": "docs/runbook.md#runner-unavailable",
     "approvals_exhausted": "docs/runbook.md#approvals-exhausted",
+    "too_many_pending": "docs/runbook.md#too-many-pending",
     "forbidden_peer": "docs/runbook.md#forbidden-peer",
     "bad_frame": "docs/runbook.md#bad-frame",
     "passkey_required": "docs/runbook.md#passkey-required",

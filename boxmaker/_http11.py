@@ -6,13 +6,24 @@ deadline.  A failure in one connection (a bad request, a peer reset, a bug
 in the handler) is contained to that connection.  The server keeps
 connections alive (the C2SP witness spec recommends it) up to
 `MAX_REQUESTS_PER_CONNECTION`.
+
+The server's deadlines (issue 22 item 10): the next request within
+`IDLE_TIMEOUT_S`, its body within `REQUEST_TIMEOUT_S`, each answer written
+within `WRITE_TIMEOUT_S` (a peer that pipelines requests and never reads is
+dropped), and the whole connection within `CONNECTION_TIMEOUT_S`.  At most
+`MAX_CONNECTIONS` are served at once (past it, accepting pauses); when
+descriptors or memory run out, accepting pauses too, with one log line per
+`PAUSE_LOG_INTERVAL_S`, not one per failed accept.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
+import socket
 import ssl
+import struct
 from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
 
@@ -26,6 +37,13 @@ MAX_BODY = 256 * 1024
 REQUEST_TIMEOUT_S = 10.0
 IDLE_TIMEOUT_S = 30.0
 MAX_REQUESTS_PER_CONNECTION = 1000
+WRITE_TIMEOUT_S = 10.0
+CONNECTION_TIMEOUT_S = 300.0
+MAX_CONNECTIONS = 256
+PAUSE_LOG_INTERVAL_S = 60.0
+_PAUSE_FIRST_S = 0.01
+_PAUSE_MAX_S = 1.0
+_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 log = logging.getLogger("boxmaker.http")
 
@@ -99,8 +117,21 @@ async def _respond(conn: h11.Connection, stream: trio.abc.Stream,
                 h11.Data(data=response.body), h11.EndOfMessage())
 
 
+def _abort_on_close(stream: trio.abc.Stream) -> None:
+    """Make the close a reset: a FIN would wait forever behind answers the peer
+    does not read, and the kernel would keep them (SO_LINGER 0)."""
+    if isinstance(stream, trio.SocketStream):
+        with contextlib.suppress(OSError):
+            stream.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+
 async def serve_connection(stream: trio.abc.Stream, handler: Handler) -> None:
-    """Serve requests on one connection until it closes or misbehaves."""
+    """Serve requests on one connection until it closes, misbehaves or runs out of time."""
+    with trio.move_on_after(CONNECTION_TIMEOUT_S):
+        await _serve_requests(stream, handler)
+
+
+async def _serve_requests(stream: trio.abc.Stream, handler: Handler) -> None:
     conn = h11.Connection(h11.SERVER, max_incomplete_event_size=16 * 1024)
     try:
         for _ in range(MAX_REQUESTS_PER_CONNECTION):
@@ -112,8 +143,11 @@ async def serve_connection(stream: trio.abc.Stream, handler: Handler) -> None:
                 try:
                     body = await _read_body(conn, stream)
                 except _TooBig:
-                    await _respond(conn, stream, HttpResponse(status=413, body=b"too big\n"),
-                                   close=True)
+                    with trio.move_on_after(WRITE_TIMEOUT_S) as writing:
+                        await _respond(conn, stream,
+                                       HttpResponse(status=413, body=b"too big\n"), close=True)
+                    if writing.cancelled_caught:
+                        _abort_on_close(stream)
                     return
             if reading.cancelled_caught:
                 return
@@ -125,13 +159,17 @@ async def serve_connection(stream: trio.abc.Stream, handler: Handler) -> None:
                 body=body,
             )
             response = await handler(request)
-            await _respond(conn, stream, response)
+            with trio.move_on_after(WRITE_TIMEOUT_S) as writing:
+                await _respond(conn, stream, response)
+            if writing.cancelled_caught:  # the peer does not read its answers
+                _abort_on_close(stream)
+                return
             if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
                 return
             conn.start_next_cycle()
     except h11.RemoteProtocolError:
         with contextlib.suppress(h11.LocalProtocolError, trio.BrokenResourceError,
-                                 trio.ClosedResourceError):
+                                 trio.ClosedResourceError), trio.move_on_after(WRITE_TIMEOUT_S):
             await _respond(conn, stream, HttpResponse(status=400, body=b"bad request\n"),
                            close=True)
     except (trio.BrokenResourceError, trio.ClosedResourceError, h11.LocalProtocolError):
@@ -153,9 +191,76 @@ async def serve_tcp(handler: Handler, host: str, port: int, *,
             with trio.CancelScope(shield=True):
                 await stream.aclose()
 
+    limiter = trio.CapacityLimiter(MAX_CONNECTIONS)
+    pauses = _PauseLog()
     async with trio.open_nursery() as nursery:
+        for listener in listeners:
+            nursery.start_soon(_accept_loop, listener, one, nursery, limiter, pauses)
         task_status.started(listeners)
-        await trio.serve_listeners(one, listeners, handler_nursery=nursery)
+
+
+class _PauseLog:
+    """One log line per `PAUSE_LOG_INTERVAL_S` while accepting pauses, with a count."""
+
+    def __init__(self) -> None:
+        self.logged_at: float | None = None
+        self.since = 0
+
+    def note(self, error: OSError) -> None:
+        now = trio.current_time()
+        self.since += 1
+        if self.logged_at is None or now - self.logged_at >= PAUSE_LOG_INTERVAL_S:
+            log.warning("accepting paused: %s (%d failed accepts in the last %g s at most; "
+                        "the next line in %g s at the earliest)",
+                        error.strerror or error, self.since, PAUSE_LOG_INTERVAL_S,
+                        PAUSE_LOG_INTERVAL_S)
+            self.logged_at = now
+            self.since = 0
+
+
+async def _accept_loop(listener: trio.SocketListener,
+                       one: Callable[[trio.SocketStream], Awaitable[None]],
+                       nursery: trio.Nursery, limiter: trio.CapacityLimiter,
+                       pauses: _PauseLog) -> None:
+    """Accept while fewer than `MAX_CONNECTIONS` are served; pause when out of descriptors.
+
+    The listener is closed when the loop ends (as `trio.serve_listeners` does)."""
+    async with listener:
+        await _accept_forever(listener, one, nursery, limiter, pauses)
+
+
+async def _accept_forever(listener: trio.SocketListener,
+                          one: Callable[[trio.SocketStream], Awaitable[None]],
+                          nursery: trio.Nursery, limiter: trio.CapacityLimiter,
+                          pauses: _PauseLog) -> None:
+    pause = _PAUSE_FIRST_S
+    while True:
+        token = object()
+        await limiter.acquire_on_behalf_of(token)
+        try:
+            stream = await listener.accept()
+        except OSError as exc:
+            limiter.release_on_behalf_of(token)
+            if exc.errno not in _CAPACITY_ERRNOS:
+                raise
+            pauses.note(exc)
+            await trio.sleep(pause)
+            pause = min(pause * 2, _PAUSE_MAX_S)
+            continue
+        except BaseException:
+            limiter.release_on_behalf_of(token)
+            raise
+        pause = _PAUSE_FIRST_S
+        nursery.start_soon(_served, one, stream, limiter, token)
+
+
+async def _served(one: Callable[[trio.SocketStream], Awaitable[None]],
+                  stream: trio.SocketStream, limiter: trio.CapacityLimiter,
+                  token: object) -> None:
+    try:
+        await one(stream)
+    finally:
+        limiter.release_on_behalf_of(token)
 
 
 # -- the client --------------------------------------------------------------------

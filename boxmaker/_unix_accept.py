@@ -1,7 +1,10 @@
 """The accept loop of every daemon's Unix socket (05-brokerd "Serving"): trio.
 
 It pauses (backing off up to 1 s) when descriptors or memory run out and
-raises `ListenerLost` on any other failure of the listener.  Binding and the
+raises `ListenerLost` on any other failure of the listener.  A connection that
+waits for something else than this socket (brokerd's call waiting for the
+owner, which `[approvals] max_pending` bounds) gives its place under
+`max_connections` back with `leave_connection_places` (issue 22 item 9).  Binding and the
 peer checks are `boxmaker._unix`, which loads no trio.
 """
 
@@ -11,6 +14,7 @@ import errno
 import logging
 import os
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 
 import trio
 
@@ -72,10 +76,41 @@ async def accept_loop(
             nursery.start_soon(_limited, handle, conn, limiter, token)
 
 
+_PLACE: ContextVar[Callable[[], None] | None] = ContextVar("boxmaker_connection_place",
+                                                          default=None)
+"""The place under `max_connections` of the connection this task serves (its
+task's own context: `_limited` sets it, nothing else reads it)."""
+
+
+def leave_connection_places() -> bool:
+    """The calling connection task gives back its place under `max_connections`.
+
+    For a connection that now waits for something bounded elsewhere (a call
+    waiting for the owner).  Once per connection; False when it held none
+    (no limit, or already given back).
+    """
+    give_back = _PLACE.get()
+    if give_back is None:
+        return False
+    _PLACE.set(None)
+    give_back()
+    return True
+
+
 async def _limited(handle: Callable[[trio.socket.SocketType], Awaitable[None]],
                    conn: trio.socket.SocketType, limiter: trio.CapacityLimiter,
                    token: object) -> None:
+    held = True
+
+    def give_back() -> None:
+        nonlocal held
+        if held:
+            held = False
+            limiter.release_on_behalf_of(token)
+
+    _PLACE.set(give_back)
     try:
         await handle(conn)
     finally:
-        limiter.release_on_behalf_of(token)
+        _PLACE.set(None)
+        give_back()

@@ -100,3 +100,22 @@ def test_mem_total_is_read(tmp_path: Path) -> None:
 def test_bounds_are_checked(text: str) -> None:
     with pytest.raises(ConfigError):
         config(text)
+
+
+def test_pending_bounds_default_and_range() -> None:
+    """issue 22 item 9: `[approvals] max_pending` and `max_pending_per_session`."""
+    loaded = config("")
+    assert (loaded.max_pending, loaded.max_pending_per_session) == (128, 16)  # type: ignore[attr-defined]
+    loaded = config("[approvals]\nmax_pending = 4\nmax_pending_per_session = 4\n")
+    assert (loaded.max_pending, loaded.max_pending_per_session) == (4, 4)  # type: ignore[attr-defined]
+    for bad, match in [
+        ("max_pending = 0", "approvals.max_pending: 0"),
+        ("max_pending = 65537", "approvals.max_pending: 65537"),
+        ("max_pending_per_session = 0", "max_pending_per_session: 0"),
+        ("max_pending = 8\nmax_pending_per_session = 9", "max_pending_per_session: 9"),
+        ("max_pending = true", "max_pending"),
+        ("max_pending = \"8\"", "max_pending"),
+        ("max_pending_per_sesion = 3", "max_pending_per_sesion"),
+    ]:
+        with pytest.raises(ConfigError, match=match):
+            config(f"[approvals]\n{bad}\n")

@@ -139,6 +139,10 @@ class PendingTable:
         self._rng = rng
         self._clock = clock
         self._changed = trio.Event()
+        self._asking: dict[str, int] = {}
+        """Asks per session, from `reserve` (or `add`) until their entry leaves the table."""
+        self._counted: set[int] = set()
+        """The approval ids those counts are made of."""
 
     def new_id(self) -> int:
         """An unpredictable six-digit id that no held approval has.
@@ -191,6 +195,38 @@ class PendingTable:
             head = 0
         self._rest_head = head
 
+    def no_room(self, session: str, *, total: int, per_session: int) -> str | None:
+        """Why one more ask of `session` may not wait (issue 22 item 9), or None."""
+        if self._asking.get(session, 0) >= per_session:
+            return (f"session {session} already has {per_session} calls waiting for the "
+                    "owner ([approvals] max_pending_per_session)")
+        if len(self._counted) >= total:
+            return (f"{total} calls are already waiting for the owner "
+                    "([approvals] max_pending)")
+        return None
+
+    def reserve(self, entry: PendingApproval) -> None:
+        """An ask is decided: it counts from now, before its records are durable and it
+        is added, so that concurrent asks cannot all pass `no_room`."""
+        if entry.approval_id not in self._counted:
+            self._counted.add(entry.approval_id)
+            self._asking[entry.session] = self._asking.get(entry.session, 0) + 1
+
+    def unreserve(self, entry: PendingApproval) -> None:
+        """A counted ask leaves: its entry was taken out, or never went in."""
+        if entry.approval_id not in self._counted:
+            return
+        self._counted.discard(entry.approval_id)
+        left = self._asking[entry.session] - 1
+        if left:
+            self._asking[entry.session] = left
+        else:
+            del self._asking[entry.session]
+
+    def asking(self, session: str | None = None) -> int:
+        """Asks counted now: of `session`, or of all sessions."""
+        return len(self._counted) if session is None else self._asking.get(session, 0)
+
     def add(self, entry: PendingApproval) -> None:
         if entry.approval_id in self._entries:  # pragma: no cover - our own bug
             raise AssertionError("approval id in use")
@@ -199,6 +235,7 @@ class PendingTable:
             self._state[index] = _PENDING
             self._held += 1
         self._entries[entry.approval_id] = entry
+        self.reserve(entry)
         self._poke()
 
     def get(self, approval_id: int) -> PendingApproval | None:
@@ -208,6 +245,7 @@ class PendingTable:
         """Take the entry out (to answer it), or None if someone else has."""
         entry = self._entries.pop(approval_id, None)
         if entry is not None:
+            self.unreserve(entry)
             self._poke()
         return entry
 
@@ -215,6 +253,7 @@ class PendingTable:
         expired = [e for e in self._entries.values() if e.deadline <= now]
         for entry in expired:
             del self._entries[entry.approval_id]
+            self.unreserve(entry)
         if expired:
             self._poke()
         return expired
@@ -222,6 +261,8 @@ class PendingTable:
     def take_all(self) -> list[PendingApproval]:
         entries = list(self._entries.values())
         self._entries.clear()
+        for entry in entries:
+            self.unreserve(entry)
         self._poke()
         return entries
 

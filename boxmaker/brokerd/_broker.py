@@ -6,9 +6,12 @@
 2. Ledger **decide**: `call` + `decision` are recorded for every decodable
    request (unknown tools, bad arguments, invalid grants included).
 3. `denied`: answer `denied`.
-4. `ask`: the call is in the pending table; answer `pending`, then wait for the
-   owner's answer, the expiry, or the peer closing (recorded `requester_gone`,
-   at that time).  Only an approval whose re-decision still allows it runs.
+4. `ask`: the call is in the pending table (at most `[approvals] max_pending`,
+   `max_pending_per_session` of one session; past them the ledger denies it
+   `too_many_pending`); answer `pending`, give the connection's place under
+   `max_connections` back, then wait for the owner's answer, the expiry, or
+   the peer closing (recorded `requester_gone`, at that time).  Only an
+   approval whose re-decision still allows it runs.
 5. `allowed`: build the RunSpec, wait for a turn (`runner/_queue.py`: at most
    `max_concurrent` run, `max_queued` wait, each `queue_timeout_ms`; a call
    whose requester leaves while it waits never runs), run, ledger **settle**,
@@ -28,6 +31,7 @@ import trio
 from .._error_table import shown
 from .._streams import send_frame
 from .._unix import PeerCred
+from .._unix_accept import leave_connection_places
 from ..policy._model import GrantState
 from ..proto._convert import U64, JsonObject
 from ..proto._json import dumps_bytes
@@ -123,6 +127,9 @@ async def _wait_for_owner(stream: trio.abc.Stream, rid: int, daemon: Daemon,
             if await _withdraw(daemon, entry):
                 return None
             return await entry.wait()
+    # Waiting for the owner is bounded by [approvals] max_pending, not by
+    # [sockets] max_connections: the place goes to the next connection.
+    leave_connection_places()
     gone = False
     async with trio.open_nursery() as nursery:
 

@@ -70,6 +70,7 @@ from ._lifecycle import (
     Step,
     Ticket,
     exhausted,
+    too_many_pending,
 )
 from ._policy_link import PolicyLink
 from ._state import (
@@ -139,6 +140,8 @@ class Ledger:
         state_fsync: bool = True,
         state_in_thread: bool = True,
         ttl_ms: int = 600_000,
+        max_pending: int = 128,
+        max_pending_per_session: int = 16,
         clock: Callable[[], float] = trio.current_time,
         wall_clock: Callable[[], float] = time.time,
         format_time: Callable[[float], str] = ts_from_unix,
@@ -158,6 +161,8 @@ class Ledger:
         self._clock = clock
         self._link = link
         self._ttl_s = ttl_ms / 1000
+        self._max_pending = max_pending
+        self._max_pending_per_session = max_pending_per_session
         self._wall_clock = wall_clock
         self._format_time = format_time
 
@@ -239,6 +244,8 @@ class Ledger:
             for commit, step in zip(commits, failed, strict=True):
                 if commit.entry is not None and _answers(commit.step):
                     self._resolve(commit.entry, step)
+                elif commit.entry is not None and _holds(commit.step):
+                    self.pending.unreserve(commit.entry)  # it never waits
             return failed, exc
         for commit in commits:
             commit.call.recorded()
@@ -291,12 +298,18 @@ class Ledger:
         ticket: Ticket | None = None
         entry: PendingApproval | None = None
         if isinstance(ruled, AskOwner):
+            full = self.pending.no_room(request.session, total=self._max_pending,
+                                        per_session=self._max_pending_per_session)
+            if full is not None:
+                ruled = too_many_pending(ruled, full)
+        if isinstance(ruled, AskOwner):
             try:
                 ticket, shown = self._ticket(call, ruled)
             except ApprovalIdsExhausted as exc:
                 ruled = exhausted(ruled, str(exc))
             else:
                 entry = PendingApproval(call=call, ticket=ticket, args=shown, state=taint)
+                self.pending.reserve(entry)
         step = call.feed(Decided(verdict=ruled, taint=taint, grants_digest=grants.digest,
                                  ticket=ticket))
         return _Commit(call=call, step=step, entry=entry)
@@ -489,6 +502,11 @@ class Ledger:
 def _answers(step: Step) -> bool:
     """The step answers a pending approval (its waiter is resolved with the reply)."""
     return any(isinstance(e, ReleaseApproval) for e in step.effects)
+
+
+def _holds(step: Step) -> bool:
+    """The step puts a call in the pending table (a decision `ask`)."""
+    return any(isinstance(e, HoldApproval) for e in step.effects)
 
 
 def _reply_of(step: Step) -> Reply:

@@ -160,6 +160,14 @@ def exhausted(verdict: AskOwner, why: str) -> Deny:
                        f"approvals or wait. See {condition('approvals_exhausted')}")
 
 
+def too_many_pending(verdict: AskOwner, why: str) -> Deny:
+    """An ask past `[approvals] max_pending` or `max_pending_per_session`: recorded
+    and answered denied at once (issue 22 item 9)."""
+    return Deny(code="too_many_pending", grant=verdict.grant,
+                reason=f"{why}; answer or refuse the pending approvals, or wait for them "
+                       f"to expire. See {condition('too_many_pending')}")
+
+
 # -- what a call is, and what an approval shows
 
 

@@ -184,7 +184,9 @@ async def prepare_daemon(config: BrokerdConfig, startup: AuditStartup, *,
     link = PolicyLink.of(protected.spellings)
     ledger = Ledger(writer=writer, sessions_dir=config.sessions_dir, taints=startup.taints,
                     link=link, known_sessions=startup.known_sessions, state_fsync=config.fsync,
-                    state_in_thread=state_in_thread, ttl_ms=config.ttl_ms)
+                    state_in_thread=state_in_thread, ttl_ms=config.ttl_ms,
+                    max_pending=config.max_pending,
+                    max_pending_per_session=config.max_pending_per_session)
     runtime = await make_runtime(config, protected)
     if not runtime.ok:
         log.warning("runner %s: %s; allowed calls answer runner_unavailable. "

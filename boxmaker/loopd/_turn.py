@@ -88,6 +88,7 @@ DENIAL_TEXT_FOR_MODEL: dict[str, str] = {
     "changed": "The owner's rules changed while the call waited; it was not run.",
     "unsafe_target": "The call was not run: its target is not safe (a link or a private address).",
     "approvals_exhausted": "The call was not run: too many calls are waiting for the owner.",
+    "too_many_pending": "The call was not run: too many calls are waiting for the owner.",
     "runner_unavailable": "The call was not run: tools cannot run right now.",
     "audit_unavailable": "The call was not run: the audit log cannot be written.",
     "broker_unavailable": "The call was not run: the policy daemon did not answer.",

@@ -198,6 +198,7 @@ async def test_unavailable_is_sticky_and_nothing_is_answered_as_recorded(tmp_pat
     with pytest.raises(AuditUnavailable):
         await ledger.record([])
     assert len(ledger.pending) == 0  # an ask that was not recorded never waits
+    assert ledger.pending.asking() == 0  # ... nor counts against [approvals] max_pending
 
 
 async def test_a_session_seen_in_the_log_exists(tmp_path: Path) -> None:
@@ -234,3 +235,27 @@ def test_each_step_reads_and_feeds_synchronously_and_awaits_only_the_append() ->
         calls = [ast.unparse(n.value.func) for n in ast.walk(methods[name])
                  if isinstance(n, ast.Await) and isinstance(n.value, ast.Call)]
         assert set(calls) <= {"self._commit", "self.expire"}, (name, calls)
+
+
+async def test_concurrent_asks_cannot_all_pass_the_pending_bound(tmp_path: Path) -> None:
+    """issue 22 item 9: an ask counts from its decision, before its fsync, so a burst
+    of asks whose records share one fsync cannot overshoot max_pending_per_session."""
+    fsync = GatedFsync()
+    ledger = make_ledger(tmp_path, fsync=fsync)
+    ledger._max_pending_per_session = 3
+    opened: list[Opened] = []
+
+    async def one() -> None:
+        opened.append(await decide(ledger, "ask"))
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(10):
+            nursery.start_soon(one)
+        await trio.testing.wait_all_tasks_blocked()
+        assert ledger.pending.asking("s1") == 3 and len(ledger.pending) == 0
+        fsync.gate.set()
+    codes = sorted(getattr(o.reply, "code", "pending") for o in opened)
+    assert codes == ["pending"] * 3 + ["too_many_pending"] * 7
+    assert len(ledger.pending) == 3
+    other = await decide(ledger, "ask", session="s2")  # another session has its own room
+    assert other.approval is not None
