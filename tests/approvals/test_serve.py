@@ -1,4 +1,4 @@
-"""The approval page under hypercorn (boxmaker/approvals/_serve.py): really served
+"""The approval page on h11 (boxmaker/approvals/_serve.py): really served
 over TCP, plain for http://localhost, with the local CA's certificate for an
 https origin, the owner's certificate when named."""
 
