@@ -125,6 +125,9 @@ async def serve_connection(stream: trio.abc.Stream, handler: Handler, *,
                 event = await _next_event(conn, stream)
             if idle.cancelled_caught or not isinstance(event, h11.Request):
                 return
+            if event.http_version not in (b"1.0", b"1.1"):  # h11 parses "PRI * HTTP/2.0"
+                await _respond(conn, stream, own_answer(505, "HTTP/1.1 only"), close=True)
+                return
             with trio.move_on_after(REQUEST_TIMEOUT_S) as reading:
                 try:
                     body = await _read_body(conn, stream)
