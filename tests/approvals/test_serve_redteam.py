@@ -109,6 +109,13 @@ def _receive(sock: socket.socket, conn: h2.connection.H2Connection) -> list[h2.e
 
 def _headers_then_body(sock: socket.socket, served: Served, *, upgrade: bool = False) -> str:
     """The attack: a POST's headers, read the answer, then its body.  What it got."""
+    try:
+        return _attack(sock, served, upgrade=upgrade)
+    except OSError:  # the server ended the connection (an HTTP/1.1 answer, then close)
+        return "not HTTP/2"
+
+
+def _attack(sock: socket.socket, served: Served, *, upgrade: bool) -> str:
     conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
     headers = [(":method", "POST"), (":scheme", "https" if served.tls else "http"),
                (":authority", f"localhost:{served.port}"), (":path", "/api/refuse"),
