@@ -1,9 +1,13 @@
-"""A small HTTP/1.1 server and client on h11 and trio, for the witness protocol.
+"""A small HTTP/1.1 server and client on h11 and trio, for the witness protocol
+and the approval page.
 
 Bounded everywhere: a request or response body is at most `MAX_BODY` bytes,
 headers come from h11's own limit, each connection and each request has a
-deadline.  A failure in one connection (a bad request, a peer reset, a bug
-in the handler) is contained to that connection.  The server keeps
+deadline (a TLS handshake too).  A failure in one connection (a bad request, a
+TLS failure, a peer reset, a bug in the handler) is contained to that
+connection.  HTTP/1.1 only: over TLS the server offers ALPN `http/1.1` alone,
+and an HTTP/2 preface or an `Upgrade: h2c` is answered as HTTP/1.1 (issue 22
+item 1: hypercorn's HTTP/2 ended the approval page).  The server keeps
 connections alive (the C2SP witness spec recommends it) up to
 `MAX_REQUESTS_PER_CONNECTION`.
 
@@ -11,7 +15,8 @@ The server's deadlines (issue 22 item 10): the next request within
 `IDLE_TIMEOUT_S`, its body within `REQUEST_TIMEOUT_S`, each answer written
 within `WRITE_TIMEOUT_S` (a peer that pipelines requests and never reads is
 dropped), and the whole connection within `CONNECTION_TIMEOUT_S`.  At most
-`MAX_CONNECTIONS` are served at once (past it, accepting pauses); when
+`max_connections` (default `MAX_CONNECTIONS`) are served at once (past it,
+accepting pauses); when
 descriptors or memory run out, accepting pauses too, with one log line per
 `PAUSE_LOG_INTERVAL_S`, not one per failed accept.
 """
@@ -40,6 +45,7 @@ MAX_REQUESTS_PER_CONNECTION = 1000
 WRITE_TIMEOUT_S = 10.0
 CONNECTION_TIMEOUT_S = 300.0
 MAX_CONNECTIONS = 256
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
 PAUSE_LOG_INTERVAL_S = 60.0
 _PAUSE_FIRST_S = 0.01
 _PAUSE_MAX_S = 1.0
@@ -61,9 +67,17 @@ class HttpResponse:
     status: int
     body: bytes = b""
     content_type: str = "text/plain; charset=utf-8"
+    headers: tuple[tuple[str, str], ...] = ()
+    """Further headers (never content-type or content-length, which come from the fields)."""
 
 
 Handler = Callable[[HttpRequest], Awaitable[HttpResponse]]
+OwnAnswer = Callable[[int, str], HttpResponse]
+"""How the server words the answers it makes itself (400 and 413): status, reason."""
+
+
+def plain_answer(status: int, reason: str) -> HttpResponse:
+    return HttpResponse(status=status, body=reason.encode("ascii") + b"\n")
 
 
 class HttpError(UnavailableError):
@@ -108,30 +122,35 @@ async def _send(conn: h11.Connection, stream: trio.abc.Stream, *events: h11.Even
 
 
 async def _respond(conn: h11.Connection, stream: trio.abc.Stream,
-                   response: HttpResponse, *, close: bool = False) -> None:
+                   response: HttpResponse, *, close: bool = False, head: bool = False) -> None:
     headers = [("content-type", response.content_type),
-               ("content-length", str(len(response.body)))]
+               ("content-length", str(len(response.body))), *response.headers]
     if close:
         headers.append(("connection", "close"))
+    body = [] if head else [h11.Data(data=response.body)]  # HEAD: the length, no body
     await _send(conn, stream, h11.Response(status_code=response.status, headers=headers),
-                h11.Data(data=response.body), h11.EndOfMessage())
+                *body, h11.EndOfMessage())
 
 
 def _abort_on_close(stream: trio.abc.Stream) -> None:
     """Make the close a reset: a FIN would wait forever behind answers the peer
     does not read, and the kernel would keep them (SO_LINGER 0)."""
+    if isinstance(stream, trio.SSLStream):
+        stream = stream.transport_stream
     if isinstance(stream, trio.SocketStream):
         with contextlib.suppress(OSError):
             stream.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 
 
-async def serve_connection(stream: trio.abc.Stream, handler: Handler) -> None:
+async def serve_connection(stream: trio.abc.Stream, handler: Handler, *,
+                           own_answer: OwnAnswer = plain_answer) -> None:
     """Serve requests on one connection until it closes, misbehaves or runs out of time."""
     with trio.move_on_after(CONNECTION_TIMEOUT_S):
-        await _serve_requests(stream, handler)
+        await _serve_requests(stream, handler, own_answer)
 
 
-async def _serve_requests(stream: trio.abc.Stream, handler: Handler) -> None:
+async def _serve_requests(stream: trio.abc.Stream, handler: Handler,
+                          own_answer: OwnAnswer) -> None:
     conn = h11.Connection(h11.SERVER, max_incomplete_event_size=16 * 1024)
     try:
         for _ in range(MAX_REQUESTS_PER_CONNECTION):
@@ -139,13 +158,16 @@ async def _serve_requests(stream: trio.abc.Stream, handler: Handler) -> None:
                 event = await _next_event(conn, stream)
             if idle.cancelled_caught or not isinstance(event, h11.Request):
                 return
+            if event.http_version not in (b"1.0", b"1.1"):  # h11 parses "PRI * HTTP/2.0"
+                with trio.move_on_after(WRITE_TIMEOUT_S):
+                    await _respond(conn, stream, own_answer(505, "HTTP/1.1 only"), close=True)
+                return
             with trio.move_on_after(REQUEST_TIMEOUT_S) as reading:
                 try:
                     body = await _read_body(conn, stream)
                 except _TooBig:
                     with trio.move_on_after(WRITE_TIMEOUT_S) as writing:
-                        await _respond(conn, stream,
-                                       HttpResponse(status=413, body=b"too big\n"), close=True)
+                        await _respond(conn, stream, own_answer(413, "too big"), close=True)
                     if writing.cancelled_caught:
                         _abort_on_close(stream)
                     return
@@ -160,7 +182,7 @@ async def _serve_requests(stream: trio.abc.Stream, handler: Handler) -> None:
             )
             response = await handler(request)
             with trio.move_on_after(WRITE_TIMEOUT_S) as writing:
-                await _respond(conn, stream, response)
+                await _respond(conn, stream, response, head=event.method == b"HEAD")
             if writing.cancelled_caught:  # the peer does not read its answers
                 _abort_on_close(stream)
                 return
@@ -170,28 +192,51 @@ async def _serve_requests(stream: trio.abc.Stream, handler: Handler) -> None:
     except h11.RemoteProtocolError:
         with contextlib.suppress(h11.LocalProtocolError, trio.BrokenResourceError,
                                  trio.ClosedResourceError), trio.move_on_after(WRITE_TIMEOUT_S):
-            await _respond(conn, stream, HttpResponse(status=400, body=b"bad request\n"),
-                           close=True)
+            await _respond(conn, stream, own_answer(400, "bad request"), close=True)
     except (trio.BrokenResourceError, trio.ClosedResourceError, h11.LocalProtocolError):
         pass
 
 
+def server_tls(cert: str, key: str) -> ssl.SSLContext:
+    """A server-side TLS context that offers HTTP/1.1 alone over ALPN."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert, key)
+    context.set_alpn_protocols(["http/1.1"])
+    return context
+
+
 async def serve_tcp(handler: Handler, host: str, port: int, *,
+                    ssl_context: ssl.SSLContext | None = None,
+                    max_connections: int = MAX_CONNECTIONS,
+                    own_answer: OwnAnswer = plain_answer,
                     task_status: trio.TaskStatus[list[trio.SocketListener]]
                     = trio.TASK_STATUS_IGNORED) -> None:
-    """Listen on host:port and serve every connection in its own task."""
+    """Listen on host:port and serve every connection in its own task (TLS with
+    `ssl_context`), at most `max_connections` at once (past it, accepting pauses)."""
     listeners = await trio.open_tcp_listeners(port, host=host)
 
-    async def one(stream: trio.SocketStream) -> None:
+    async def one(transport: trio.SocketStream) -> None:
+        stream: trio.abc.Stream = transport
         try:
-            await serve_connection(stream, handler)
+            if ssl_context is not None:
+                stream = trio.SSLStream(transport, ssl_context, server_side=True,
+                                        https_compatible=True)
+                with trio.move_on_after(TLS_HANDSHAKE_TIMEOUT_S) as handshake:
+                    await stream.do_handshake()
+                if handshake.cancelled_caught:
+                    return
+            await serve_connection(stream, handler, own_answer=own_answer)
+        except trio.BrokenResourceError:
+            pass  # a failed handshake, a reset: that connection only
         except Exception:
             log.exception("a connection failed (contained)")
         finally:
-            with trio.CancelScope(shield=True):
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await stream.aclose()
+            await trio.aclose_forcefully(transport)
 
-    limiter = trio.CapacityLimiter(MAX_CONNECTIONS)
+    limiter = trio.CapacityLimiter(max_connections)
     pauses = _PauseLog()
     async with trio.open_nursery() as nursery:
         for listener in listeners:

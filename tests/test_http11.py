@@ -6,11 +6,15 @@ deadlines), the client against the server over real TCP on 127.0.0.1.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import ssl
+from pathlib import Path
 
 import pytest
 import trio
 import trio.testing
+import trustme
 
 from boxmaker import _http11
 from boxmaker._http11 import (
@@ -233,3 +237,115 @@ def test_url_parse(text: str, parsed: tuple[str, str, int, str]) -> None:
 def test_url_parse_refuses(text: str) -> None:
     with pytest.raises(ValueError):
         Url.parse(text)
+
+
+# -- issue 22 item 1: HTTP/1.1 only, and what the approval page needs -------------------------
+
+
+async def test_an_http2_preface_gets_505_and_the_connection_ends(
+        autojump_clock: trio.abc.Clock) -> None:
+    handler = Recorder()
+    answers = _responses(await _exchange(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", handler))
+    assert [s for s, _, _ in answers] == [505]
+    assert handler.seen == []
+
+
+async def test_an_h2c_upgrade_is_answered_as_http11(autojump_clock: trio.abc.Clock) -> None:
+    handler = Recorder()
+    raw = (b"GET / HTTP/1.1\r\nhost: w\r\nconnection: Upgrade, HTTP2-Settings\r\n"
+           b"upgrade: h2c\r\nhttp2-settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n")
+    answered = await _exchange(raw, handler)
+    assert answered.startswith(b"HTTP/1.1 200 ") and b"101" not in answered.split(b"\r\n")[0]
+
+
+async def test_head_gets_the_length_and_no_body(autojump_clock: trio.abc.Clock) -> None:
+    answered = await _exchange(b"HEAD / HTTP/1.1\r\nhost: w\r\n\r\n", Recorder())
+    head, _, rest = answered.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 ") and b"content-length: 4" in head
+    assert rest == b""
+
+
+async def test_further_headers_and_the_servers_own_answers(
+        autojump_clock: trio.abc.Clock) -> None:
+    async def with_headers(req: HttpRequest) -> HttpResponse:
+        return HttpResponse(status=200, headers=(("x-frame-options", "DENY"),))
+
+    answers = _responses(await _exchange(b"GET / HTTP/1.1\r\nhost: w\r\n\r\n", with_headers))
+    assert answers[0][2][b"x-frame-options"] == b"DENY"
+
+    def own(status: int, reason: str) -> HttpResponse:
+        return HttpResponse(status=status, body=b"{}", content_type="application/json",
+                            headers=(("x-own", reason),))
+
+    client, server = trio.testing.memory_stream_pair()
+    head = f"POST / HTTP/1.1\r\nhost: w\r\ncontent-length: {MAX_BODY + 1}\r\n\r\n".encode()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(functools.partial(serve_connection, server, with_headers,
+                                             own_answer=own))
+        await client.send_all(head + b"x" * (MAX_BODY + 1))
+        answered = b""
+        while b"\r\n\r\n{}" not in answered:
+            answered += await client.receive_some(65536)
+    assert answered.startswith(b"HTTP/1.1 413 ") and b"x-own: too big" in answered
+
+
+async def test_tls_offers_http11_alone_and_a_plain_client_is_contained(tmp_path: Path) -> None:
+    ca = trustme.CA()
+    cert = ca.issue_cert("localhost")
+    cert.private_key_and_cert_chain_pem.write_to_path(str(tmp_path / "both.pem"))
+    context = _http11.server_tls(str(tmp_path / "both.pem"), str(tmp_path / "both.pem"))
+    handler = Recorder()
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            listeners = await nursery.start(functools.partial(
+                serve_tcp, handler, "127.0.0.1", 0, ssl_context=context))
+            port = listeners[0].socket.getsockname()[1]
+            plain = await trio.open_tcp_stream("127.0.0.1", port)
+            await plain.send_all(b"GET / HTTP/1.1\r\nhost: w\r\n\r\n")  # not TLS
+            with contextlib.suppress(trio.BrokenResourceError):
+                while await plain.receive_some(65536):
+                    pass
+            await plain.aclose()
+            for offered in (["h2", "http/1.1"], ["h2"]):
+                client = ssl.create_default_context()
+                ca.configure_trust(client)
+                client.set_alpn_protocols(offered)
+                stream = trio.SSLStream(await trio.open_tcp_stream("127.0.0.1", port), client,
+                                        server_hostname="localhost")
+                await stream.do_handshake()
+                assert stream.selected_alpn_protocol() in (None, "http/1.1")
+                await stream.send_all(b"GET /x HTTP/1.1\r\nhost: w\r\nconnection: close\r\n\r\n")
+                answered = b""
+                with contextlib.suppress(trio.BrokenResourceError):
+                    while data := await stream.receive_some(65536):
+                        answered += data
+                assert answered.startswith(b"HTTP/1.1 200 ")
+                await trio.aclose_forcefully(stream)
+            assert [r.target for r in handler.seen] == ["/x", "/x"]
+            nursery.cancel_scope.cancel()
+
+
+async def test_connections_over_the_bound_wait_for_a_free_one() -> None:
+    handler = Recorder()
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            listeners = await nursery.start(functools.partial(
+                serve_tcp, handler, "127.0.0.1", 0, max_connections=1))
+            port = listeners[0].socket.getsockname()[1]
+            holder = await trio.open_tcp_stream("127.0.0.1", port)
+            await holder.send_all(b"GET /1 HTTP/1.1\r\nhost: w\r\n\r\n")
+            assert (await holder.receive_some(65536)).startswith(b"HTTP/1.1 200 ")
+            url = Url.parse(f"http://127.0.0.1:{port}")
+            second: list[HttpResponse] = []
+
+            async def ask() -> None:
+                second.append(await request(url, "GET", "/2"))
+
+            nursery.start_soon(ask)
+            await trio.testing.wait_all_tasks_blocked(0.2)
+            assert second == [] and len(handler.seen) == 1  # waits: the one slot is held
+            await holder.aclose()
+            while not second:
+                await trio.sleep(0.01)  # real TCP: the second is served once the slot frees
+            assert second[0].status == 200
+            nursery.cancel_scope.cancel()

@@ -1,4 +1,4 @@
-"""The approval page as an ASGI application (served by hypercorn under trio).
+"""The approval page as an ASGI application (served over h11 by `_serve.py`).
 
 GET never changes anything.  Every POST must come from the page's own origin
 (`Origin`), name the configured host (`Host`, against DNS rebinding), carry

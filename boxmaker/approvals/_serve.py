@@ -1,28 +1,36 @@
-"""`boxmaker approvals serve`: the approval page under trio and hypercorn.
+"""`boxmaker approvals serve`: the approval page under trio and h11 (HTTP/1.1 only).
 
 Thin: it builds the app from the config (TLS with the owner's certificate,
-or the local CA's), starts hypercorn with `nursery.start`, and reports the
-bound addresses.  A failure in one request stays in that request (hypercorn
-answers 500 and keeps serving).
+or the local CA's), serves it with `_http11.serve_tcp` (the witness's server:
+bounded bodies, deadlines, ALPN `http/1.1` alone) through a small ASGI
+bridge, and reports the bound addresses.  No request can end the server: a
+failure in one request is answered 500 and stays in that request, a failure
+in one connection stays in that connection (issue 22 item 1: hypercorn's
+HTTP/2 let one unauthenticated POST end the process).
 """
 
 from __future__ import annotations
 
+import json
 import logging
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import attrs
 import trio
-from hypercorn.config import Config as HypercornConfig
-from hypercorn.trio import serve as hypercorn_serve
 
+from .._http11 import Handler, HttpRequest, HttpResponse, serve_tcp, server_tls
 from ._admin_port import AdminPort
-from ._app import PageApp
+from ._app import CSP, PageApp
 from ._config import PageConfig
 from ._history import LogTail, TaintHistory
 from ._tls import ensure_local_ca
 
 log = logging.getLogger("boxmaker.approvals")
+
+MAX_CONNECTIONS = 64
+"""The phone and a laptop need a few; the rest wait in the kernel's queue."""
 
 
 @attrs.frozen(kw_only=True)
@@ -56,18 +64,83 @@ def make_app(config: PageConfig) -> PageApp:
                    history=history, refresh_history=refresh)
 
 
+_SECURITY = (("content-security-policy", CSP), ("x-content-type-options", "nosniff"),
+             ("x-frame-options", "DENY"), ("referrer-policy", "no-referrer"),
+             ("cache-control", "no-store"))
+
+
+def own_answer(status: int, reason: str) -> HttpResponse:
+    """What the server says itself (400, 413), worded as the app's errors are."""
+    code = {413: "too_large"}.get(status, "bad_request")
+    body = json.dumps({"error": {"code": code, "message": reason}}).encode()
+    return HttpResponse(status=status, body=body, content_type="application/json",
+                        headers=_SECURITY)
+
+
+def bridge(app: PageApp) -> Handler:
+    """The app (ASGI) as an `_http11` handler: the whole body, read and bounded by
+    `_http11`, is handed over in one message; the answer is collected."""
+
+    async def handle(request: HttpRequest) -> HttpResponse:
+        path, _, query = request.target.partition("?")
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+                 "method": request.method, "scheme": "http", "path": path,
+                 "raw_path": path.encode("latin-1"), "query_string": query.encode("latin-1"),
+                 "headers": [(k.lower().encode("latin-1"), v.encode("latin-1"))
+                             for k, v in request.headers]}
+        delivered = False
+
+        async def receive() -> dict[str, Any]:
+            nonlocal delivered
+            if delivered:  # the app reads the body once; asking again is a disconnect
+                return {"type": "http.disconnect"}
+            delivered = True
+            return {"type": "http.request", "body": request.body, "more_body": False}
+
+        started: dict[str, Any] = {}
+        chunks: list[bytes] = []
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                started.update(message)
+            elif message["type"] == "http.response.body":
+                chunks.append(bytes(message.get("body", b"")))
+
+        try:
+            await app(scope, receive, send)
+        except Exception:
+            log.exception("a request failed (answered 500, the page goes on)")
+            return own_answer(500, "the page failed on this request")
+        if "status" not in started:
+            log.error("the app gave no answer (answered 500)")
+            return own_answer(500, "the page failed on this request")
+        kind, headers = "application/octet-stream", []
+        for raw_name, raw_value in started.get("headers", []):
+            name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1")
+            if name == "content-type":
+                kind = value
+            elif name != "content-length":
+                headers.append((name, value))
+        return HttpResponse(status=int(started["status"]), body=b"".join(chunks),
+                            content_type=kind, headers=tuple(headers))
+
+    return handle
+
+
 async def serve(config: PageConfig, *,
                 task_status: trio.TaskStatus[Served] = trio.TASK_STATUS_IGNORED) -> None:
     """Serve the page until cancelled."""
     cert, key, ca_cert = _tls_files(config)
-    settings = HypercornConfig()
-    settings.bind = [config.bind]
-    settings.accesslog = None
-    settings.errorlog = log
-    settings.include_server_header = False
-    if cert is not None and key is not None:
-        settings.certfile, settings.keyfile = str(cert), str(key)
-    app = make_app(config)
+    context = server_tls(str(cert), str(key)) if cert is not None and key is not None else None
+    handler = bridge(make_app(config))
     async with trio.open_nursery() as nursery:
-        binds: list[str] = await nursery.start(hypercorn_serve, app, settings)
+        listeners: list[trio.SocketListener] = await nursery.start(partial(
+            serve_tcp, handler, config.host, config.port, ssl_context=context,
+            own_answer=own_answer, max_connections=MAX_CONNECTIONS))
+        scheme = "https" if context is not None else "http"
+        binds = []
+        for listener in listeners:
+            host, port = listener.socket.getsockname()[:2]
+            binds.append(f"{scheme}://[{host}]:{port}" if ":" in host
+                         else f"{scheme}://{host}:{port}")
         task_status.started(Served(binds=binds, url=config.origin + "/", ca_cert=ca_cert))

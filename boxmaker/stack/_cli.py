@@ -383,7 +383,7 @@ def _approvals_child(home: Path) -> ChildSpec:
     click.echo(f"approval page: {origin}/", err=True)
     click.echo(terminal_qr(origin + "/"), err=True)
     argv = [*APPROVALS_PROGRAM, "serve", "--no-qr", "--config", str(config)]
-    return ChildSpec(name="approvals", argv=argv, ready_timeout_s=60)
+    return ChildSpec(name="approvals", argv=argv, ready_timeout_s=60, restart=True)
 
 
 APPROVALS_PROGRAM = (sys.executable, "-m", "boxmaker.approvals")

@@ -4,7 +4,11 @@ brokerd, inferproxy and loopd run as child processes under one nursery, each
 in a session of its own (so the terminal's Ctrl-C reaches only the chat) with
 its log in `home/logs/NAME.log`.  Each child reports readiness with `READY=1`
 on a notify socket of ours, exactly as under systemd.  A child that dies is
-reported at once with the tail of its log, and the others are stopped.
+reported at once with the tail of its log, and the others are stopped; except
+a child marked `restart` (the approval page, an accessory: issue 22 item 1),
+whose death is shown and which is started again with back-off (doubling up
+to `RESTART_MAX_S`, back to the first delay after it ran `RESTART_MAX_S`)
+while the others go on.
 Stopping is SIGTERM, then SIGKILL after a grace period (60 s by default: time
 enough for a running tool to finish).
 """
@@ -26,6 +30,7 @@ from .._errors import UnavailableError
 from ..proto._escape import escape_text
 
 STOP_GRACE_S = 60.0
+RESTART_MAX_S = 60.0
 
 
 class ChildFailed(UnavailableError):
@@ -39,6 +44,10 @@ class ChildSpec:
     ready_timeout_s: float
     ready: Callable[[], Awaitable[None]] | None = None
     """How to tell it is ready when it does not send READY=1 (llama-server)."""
+    restart: bool = False
+    """After it was ready once, a death is shown and it is started again (with
+    back-off) instead of stopping the stack."""
+    restart_delay_s: float = 1.0
 
 
 def log_tail(path: Path, lines: int = 20) -> str:
@@ -96,9 +105,37 @@ async def _stop(child: Child, grace_s: float) -> None:
 async def _run_child(
     child: Child,
     env: dict[str, str],
+    say: Callable[[str], None],
     *,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
+    await _start_child(child, env)
+    task_status.started()
+    delay = child.spec.restart_delay_s
+    while True:
+        began = trio.current_time()
+        try:
+            await _watch(child)
+            return
+        except ChildFailed as exc:
+            if not child.spec.restart:
+                raise
+            if trio.current_time() - began >= RESTART_MAX_S:
+                delay = child.spec.restart_delay_s
+            say(f"{exc}\n{child.spec.name} is started again in {delay:g} s; the others go on")
+        while True:
+            await trio.sleep(delay)
+            delay = min(delay * 2, RESTART_MAX_S)
+            try:
+                await _start_child(child, env)
+            except ChildFailed as exc:
+                say(f"{exc}\n{child.spec.name} is started again in {delay:g} s")
+                continue
+            say(f"{child.spec.name} is ready again")
+            break
+
+
+async def _start_child(child: Child, env: dict[str, str]) -> None:
     spec = child.spec
     with tempfile.TemporaryDirectory(prefix=f"boxmaker-{spec.name}-") as tmp:
         notify = _NotifySocket(Path(tmp))
@@ -136,20 +173,30 @@ async def _run_child(
                     f"{spec.name} did not report ready within {spec.ready_timeout_s:g} s; "
                     f"the end of {child.log_path}:\n{log_tail(child.log_path)}"
                 )
-        finally:
-            notify.close()
-        task_status.started()
-        try:
-            await process.wait()
-        finally:
+        except BaseException:  # cancelled while it starts (a stop): it goes too
             if process.returncode is None:
                 with trio.CancelScope(shield=True):
-                    await _stop(child, STOP_GRACE_S)
-        if not child.stopping:
-            raise ChildFailed(
-                f"{spec.name} died (exit status {process.returncode}); "
-                f"the end of {child.log_path}:\n{log_tail(child.log_path)}"
-            )
+                    await _stop(child, 5.0)
+            raise
+        finally:
+            notify.close()
+
+
+async def _watch(child: Child) -> None:
+    """Wait for a started child's exit; ChildFailed unless it was stopped."""
+    spec, process = child.spec, child.process
+    assert process is not None
+    try:
+        await process.wait()
+    finally:
+        if process.returncode is None:
+            with trio.CancelScope(shield=True):
+                await _stop(child, STOP_GRACE_S)
+    if not child.stopping:
+        raise ChildFailed(
+            f"{spec.name} died (exit status {process.returncode}); "
+            f"the end of {child.log_path}:\n{log_tail(child.log_path)}"
+        )
 
 
 async def run_stack(
@@ -176,7 +223,7 @@ async def run_stack(
         try:
             for child in children:
                 say(f"starting {child.spec.name} (log: {child.log_path})")
-                await nursery.start(_run_child, child, env)
+                await nursery.start(_run_child, child, env, say)
                 say(f"{child.spec.name} is ready")
             if foreground is None:
                 # The receiver first: a Ctrl-C right after the line is read is a clean stop.

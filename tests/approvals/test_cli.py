@@ -85,8 +85,8 @@ def _serve_then_stop(process: subprocess.Popen[str], port: int) -> None:
 
 
 def _serve_on_a_busy_port(tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    # A real process: hypercorn leaves its socket to the garbage collector when the
-    # bind fails, which inside pytest would warn in some later test.
+    # A real process: a bind that fails inside pytest could leave a socket to the
+    # garbage collector, which would warn in some later test.
     holder, port = _busy_port()
     try:
         return subprocess.run(

@@ -1,9 +1,10 @@
-"""The approval page under hypercorn (boxmaker/approvals/_serve.py): really served
+"""The approval page on h11 (boxmaker/approvals/_serve.py): really served
 over TCP, plain for http://localhost, with the local CA's certificate for an
 https origin, the owner's certificate when named."""
 
 from __future__ import annotations
 
+import json
 import ssl
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import attrs
 import h11
 import trio
 
+from boxmaker.approvals._app import CSP
 from boxmaker.approvals._config import ApprovalsFile, PageConfig, resolve
 from boxmaker.approvals._serve import Served, serve
 from boxmaker.approvals._tls import ensure_local_ca
@@ -80,3 +82,28 @@ async def test_https_with_the_owners_certificate(tmp_path: Path) -> None:
             status, _ = await _get(_port(served), "box.example:8443", context, "box.example")
             assert status == 200
             nursery.cancel_scope.cancel()
+
+
+async def test_a_failing_request_is_answered_500_and_the_next_is_served() -> None:
+    from boxmaker._http11 import HttpRequest
+    from boxmaker.approvals._app import PageApp
+    from boxmaker.approvals._serve import bridge
+
+    async def broken(_: object) -> object:
+        raise RuntimeError("a bug behind one route")
+
+    app = PageApp(origin="http://localhost:8443", ask=broken,  # type: ignore[arg-type]
+                  clock=trio.current_time)
+    handle = bridge(app)
+    host = (("host", "localhost:8443"),)
+    state = await handle(HttpRequest(method="GET", target="/api/state", headers=host, body=b""))
+    cookie = dict(state.headers)["set-cookie"].split(";")[0]
+    csrf = json.loads(state.body)["csrf"]
+    post = HttpRequest(method="POST", target="/api/login/options", body=b"{}", headers=(
+        *host, ("origin", "http://localhost:8443"), ("cookie", cookie),
+        ("x-csrf-token", csrf), ("content-type", "application/json")))
+    failed = await handle(post)
+    assert failed.status == 500 and failed.content_type == "application/json"
+    assert ("content-security-policy", CSP) in failed.headers
+    again = await handle(HttpRequest(method="GET", target="/", headers=host, body=b""))
+    assert again.status == 200

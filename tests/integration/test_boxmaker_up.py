@@ -165,3 +165,56 @@ def test_up_with_the_approval_page(fake_llama: Callable[[list[dict[str, Any]]], 
         up.process.send_signal(signal.SIGINT)  # --no-chat: Ctrl-C stops the daemons
         code = up.close()
     assert code == 0, up.seen.decode(errors="replace")
+
+
+def test_up_restarts_a_dead_approval_page_and_the_daemons_go_on(
+        fake_llama: Callable[[list[dict[str, Any]]], str]) -> None:
+    # Issue 22 item 1: the page's death (one HTTP/2 request did it) stopped every daemon.
+    import signal
+    import socket
+    import urllib.request
+
+    root = Path(tempfile.mkdtemp(prefix="bxup", dir="/tmp"))
+    home, user = root / "home", root / "user"
+    user.mkdir()
+    home.mkdir(mode=0o700)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = home / "approvals.toml"
+    config.write_text(f'home = "{home}"\nlisten = "127.0.0.1:{port}"\n'
+                      f'origin = "http://localhost:{port}"\n')
+    env = dict(os.environ, HOME=str(user))
+    env.pop("XDG_RUNTIME_DIR", None)
+    env.pop("BOXMAKER_HOME", None)
+    up = Pty([str(BOXMAKER), "up", "--home", str(home), "--inference", fake_llama([]),
+              "--no-chat", "--no-tools", "--approvals-page"], env=env)
+    try:
+        up.expect(b"approvals is ready", timeout=120)
+        pages = [int(pid) for pid in os.listdir("/proc") if pid.isdigit()
+                 and str(config).encode() in _cmdline(int(pid))
+                 and b"boxmaker.approvals" in _cmdline(int(pid))]
+        assert len(pages) == 1
+        os.kill(pages[0], signal.SIGKILL)  # the page dies, however it came to
+        screen = up.expect(b"approvals is ready again", timeout=120).decode(errors="replace")
+        assert "approvals died (exit status -9)" in screen
+        assert "the others go on" in screen and "stopping" not in screen
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/",
+                                         headers={"Host": f"localhost:{port}"})
+        with urllib.request.urlopen(request, timeout=30) as page:
+            assert page.status == 200
+        status = subprocess.run([str(BOXMAKER.parent / "bxctl"), "--config",
+                                 str(home / "bxctl.toml"), "status"], env=env,
+                                capture_output=True, text=True, timeout=60, check=False)
+        assert status.returncode == 0, status.stdout + status.stderr  # brokerd still answers
+    finally:
+        up.process.send_signal(signal.SIGINT)
+        code = up.close()
+    assert code == 0, up.seen.decode(errors="replace")
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""

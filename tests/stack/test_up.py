@@ -110,3 +110,44 @@ async def test_child_never_ready_times_out(tmp_path: Path) -> None:
             [spec("slow", silent, ready=0.5)], tmp_path / "logs", foreground=None, say=quiet
         )
     assert "did not report ready within 0.5 s" in str(caught.value.exceptions[0])
+
+
+async def test_a_restartable_child_that_dies_is_started_again_and_the_others_go_on(
+        tmp_path: Path) -> None:
+    # Issue 22 item 1: the approval page's death stopped every daemon.
+    mark, starts = tmp_path / "a.mark", tmp_path / "starts"
+    dies_twice = f"""
+import os, socket, sys, time
+n = len(open({str(starts)!r}).read()) if os.path.exists({str(starts)!r}) else 0
+open({str(starts)!r}, "a").write("x")
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.sendto(b"READY=1", os.environ["NOTIFY_SOCKET"])
+if n < 2:
+    raise SystemExit(1)
+while True: time.sleep(1)
+"""
+    page = ChildSpec(name="approvals", argv=[sys.executable, "-c", dies_twice],
+                     ready_timeout_s=20, restart=True, restart_delay_s=0.05)
+    said: list[str] = []
+    # the foreground ends once the page was started a third time, with `a` still up
+    wait = (f"import os, time\nwhile not (os.path.exists({str(starts)!r}) and "
+            f"len(open({str(starts)!r}).read()) >= 3): time.sleep(0.05)\n")
+    with trio.fail_after(60):
+        status = await run_stack([spec("a", READY_THEN_WAIT, str(mark)), page],
+                                 tmp_path / "logs", foreground=[sys.executable, "-c", wait],
+                                 say=said.append)
+    assert status == 0
+    assert mark.read_text() == "stopped cleanly\n"  # `a` ran throughout, stopped at the end
+    text = "\n".join(said)
+    assert "approvals died (exit status 1)" in text
+    assert "approvals is started again in 0.05 s; the others go on" in text
+    assert "approvals is started again in 0.1 s; the others go on" in text  # back-off
+    assert "approvals is ready again" in text
+
+
+async def test_a_restartable_child_that_dies_before_ready_stops_the_start(
+        tmp_path: Path) -> None:
+    page = ChildSpec(name="approvals", argv=[sys.executable, "-c", DIE_EARLY],
+                     ready_timeout_s=20, restart=True)
+    with trio.fail_after(30), pytest.RaisesGroup(ChildFailed, flatten_subgroups=True):
+        await run_stack([page], tmp_path / "logs", foreground=None, say=quiet)
