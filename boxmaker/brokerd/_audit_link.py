@@ -9,8 +9,8 @@ fed to a `TaintCollector`, which recomputes every session's taint from the
 from __future__ import annotations
 
 import os
-from typing import Final
 from pathlib import Path
+from typing import Final
 
 import attrs
 
@@ -20,14 +20,14 @@ from ..proto._audit import (
     ApprovalRecord,
     Break,
     Call,
-    Declassify,
     DecisionRecord,
+    Declassify,
     OutcomeAsk,
     Record,
     ResultRecord,
 )
-from ..proto._convert import U64
 from ..proto._audit_passkey import PasskeyRecord
+from ..proto._convert import U64
 from ..proto._taint import Taint
 from ._audit_startup import StartupReport, open_audit_log
 from ._audit_writer import AuditWriter, FsyncFn, WriteFn, thread_fsync

@@ -14,10 +14,11 @@ Two kinds of suggestion, from the calls in the window (`--since`):
 Taint is never laundered: `label` is the highest label of the grants that
 decided the calls (the replaced grant's; `private` when none did), `untrusted`
 is inherited and always true for `http_fetch`, `max_label` is the highest
-session label seen among the calls; for a replacement, among the calls the grant
-allowed or the owner approved only, and a grant asked at a higher label than
-those keeps `ask` (no grant can allow below a label and ask above it).  Never a protected path, a path at or
-below a `deny` grant's path (of any file tool), or a host a `deny` grant names.
+session label seen among the calls; for a replacement, among the calls the
+grant allowed or the owner approved only, and a grant asked at a higher label
+than those keeps `ask` (no grant can allow below a label and ask above it).
+Never a protected path, a path at or below a `deny` grant's path (of any file
+tool), or a host a `deny` grant names.
 
 `SuggestGather` collects while the log is read (pass 1).  `SuggestCheck`
 replays the log against the current grants and the draft (`draft_state`, the

@@ -239,6 +239,9 @@ mode = "ask"
 paths = ["/srv/out"]
 max_label = "secret"
 """
+WRITE_A = {"path": "/srv/out/a", "content": "x", "mode": "create"}
+WRITE_B = {"path": "/srv/out/b", "content": "x", "mode": "create"}
+WRITE_C = {"path": "/srv/out/c", "content": "x", "mode": "create"}
 
 
 def test_a_suggested_allow_takes_its_max_label_from_approved_calls_only() -> None:
@@ -250,9 +253,9 @@ def test_a_suggested_allow_takes_its_max_label_from_approved_calls_only() -> Non
     for expired in ("expired", "requester_gone", None):
         log = Log()
         for _ in range(3):
-            log.answer(log.call("write_file", {"path": "/srv/out/a", "content": "x", "mode": "create"}, g),
+            log.answer(log.call("write_file", WRITE_A, g),
                        "approved")
-        late = log.call("write_file", {"path": "/srv/out/b", "content": "x", "mode": "create"}, g,
+        late = log.call("write_file", WRITE_B, g,
                         label="secret")
         if expired is not None:
             log.answer(late, expired)
@@ -263,18 +266,18 @@ def test_the_allow_reaches_the_highest_approved_label_and_no_further() -> None:
     g = grants(W_OUT)
     log = Log()
     for label in ("public", "private", "public"):
-        log.answer(log.call("write_file", {"path": "/srv/out/a", "content": "x", "mode": "create"}, g,
+        log.answer(log.call("write_file", WRITE_A, g,
                             label=label), "approved")
     (only,) = log.gather(g, min_approvals=3).candidates()
     table = tomllib.loads("\n".join(only.grant_lines()))["grant"][0]
     assert table["mode"] == "allow" and table["max_label"] == "private"
     # a secret call approved counts; one only asked (order: before the approvals) does not
     log = Log()
-    log.call("write_file", {"path": "/srv/out/b", "content": "x", "mode": "create"}, g, label="private")
+    log.call("write_file", WRITE_B, g, label="private")
     for _ in range(3):
-        log.answer(log.call("write_file", {"path": "/srv/out/a", "content": "x", "mode": "create"}, g), "approved")
+        log.answer(log.call("write_file", WRITE_A, g), "approved")
     assert log.gather(g, min_approvals=3).candidates() == []
-    log.answer(log.call("write_file", {"path": "/srv/out/c", "content": "x", "mode": "create"}, g,
+    log.answer(log.call("write_file", WRITE_C, g,
                         label="secret"), "approved")
     (only,) = log.gather(g, min_approvals=3).candidates()
     assert tomllib.loads("\n".join(only.grant_lines()))["grant"][0]["max_label"] == "secret"
