@@ -10,13 +10,24 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Final
 
 import attrs
 
 from .._audit_files import verify_directory
 from .._brokerd_config import BrokerdConfig
-from ..proto._audit import ApprovalRecord, Break, Call, Declassify, Record, ResultRecord
+from ..proto._audit import (
+    ApprovalRecord,
+    Break,
+    Call,
+    DecisionRecord,
+    Declassify,
+    OutcomeAsk,
+    Record,
+    ResultRecord,
+)
 from ..proto._audit_passkey import PasskeyRecord
+from ..proto._convert import U64
 from ..proto._taint import Taint
 from ._audit_startup import StartupReport, open_audit_log
 from ._audit_writer import AuditWriter, FsyncFn, WriteFn, thread_fsync
@@ -35,6 +46,13 @@ class AuditStartup:
     (only those after the last accepted break)."""
     passkeys_dropped: bool = False
     """This start accepted a break and left out the credentials before it: enrol again."""
+    abandoned: list[ApprovalRecord] = attrs.field(factory=list)
+    """The asks pending when brokerd last stopped (a kill -9), closed at this start."""
+
+
+MAX_OPEN_ASKS: Final = 65_536
+"""Asks in the log with no approval yet that start-up keeps track of (beyond: the oldest
+are left open; brokerd never holds that many pending at once)."""
 
 
 class TaintCollector:
@@ -46,6 +64,8 @@ class TaintCollector:
         self.taints: dict[str, tuple[Taint, int]] = {}
         self.head_seq: int | None = None
         self.passkey_records: list[Record] = []
+        self.open_asks: dict[int, int] = {}
+        """call -> approval_id of an `ask` decision with no approval record yet"""
 
     def __call__(self, record: Record) -> None:
         self.head_seq = record.seq
@@ -57,6 +77,13 @@ class TaintCollector:
             # The records before an accepted break are not trusted for
             # credentials: a planted `passkey` record sits in the damage.
             self.passkey_records.clear()
+        if isinstance(event, DecisionRecord) and isinstance(event.outcome, OutcomeAsk):
+            asks = self.open_asks
+            if len(asks) >= MAX_OPEN_ASKS:
+                del asks[next(iter(asks))]
+            asks[event.call] = event.outcome.approval_id
+        elif isinstance(event, ApprovalRecord):
+            self.open_asks.pop(event.call, None)
         if isinstance(event, Call):
             self._sessions_of_calls[record.seq] = event.session
             self.known.add(event.session)
@@ -104,4 +131,12 @@ async def open_audit(config: BrokerdConfig, *, accept_break: bool, fsync: FsyncF
     return AuditStartup(writer=writer, taints=collector.taints,
                         known_sessions=sorted(collector.known), head_seq=head, report=report,
                         passkey_records=collector.passkey_records,
-                        passkeys_dropped=dropped)
+                        passkeys_dropped=dropped, abandoned=_abandoned(collector.open_asks))
+
+
+def _abandoned(open_asks: dict[int, int]) -> list[ApprovalRecord]:
+    """The approval records that close the asks nobody answered before brokerd died."""
+    return [ApprovalRecord(call=U64(call), approval_id=U64(approval_id), verdict="abandoned",
+                           by=None, reason="brokerd stopped before the ask was answered",
+                           redecision=None)
+            for call, approval_id in sorted(open_asks.items())]

@@ -31,7 +31,7 @@ from .._framed_server import FramedServer, FramedSocket, Wording
 from .._sd import ActivationError, listen_fds, notify, unix_listener
 from .._unix import ListenerLost, SocketSetupError, bind_unix_listener
 from ..policy._model import GrantState
-from ..proto._audit import GrantsSummary, Start, Stop
+from ..proto._audit import ApprovalRecord, GrantsSummary, Start, Stop
 from ..proto._convert import U64
 from ..proto._wire_admin import AdminRequest, decode_admin_request
 from ..proto._wire_broker import BrokerRequest, decode_broker_request
@@ -165,7 +165,7 @@ async def _serve_with_log(
     )
     try:
         with signals_cm as signals:
-            await _record_start(daemon, prepared.grants)
+            await _record_start(daemon, prepared.grants, startup.abandoned)
             log.info("brokerd %s serving: broker %s, admin %s", __version__,
                      handle.broker_socket, handle.admin_socket)
             notify("READY=1")
@@ -178,12 +178,17 @@ async def _serve_with_log(
         raise handle.lost
 
 
-async def _record_start(daemon: Daemon, grants: GrantState) -> None:
+async def _record_start(daemon: Daemon, grants: GrantState,
+                        abandoned: list[ApprovalRecord]) -> None:
+    """`start`, then an `abandoned` approval for each ask left pending by a kill -9."""
     summary = grants.report
     await daemon.ledger.record([Start(
         version=__version__, pid=U64(os.getpid()),
         grants=GrantsSummary(ok=summary.ok, count=U64(summary.count), digest=summary.digest),
-    )])
+    ), *abandoned])
+    if abandoned:
+        log.info("audit: asks pending when brokerd stopped, closed as abandoned: %s",
+                 ", ".join(str(a.call) for a in abandoned))
 
 
 def _framed_sockets(daemon: Daemon) -> tuple[FramedSocket[BrokerRequest],

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import click
 
@@ -19,7 +19,7 @@ from .._audit_files import iter_lines, list_log_files, log_size, verify_director
 from .._error_table import condition
 from .._errors import DamagedError
 from ..proto._audit import Record, event_key, parse_record
-from ..proto._chain_report import ChainReport
+from ..proto._chain_report import AcceptedBreak, ChainReport
 from ..proto._convert import unstructure
 from ..proto._errors import DecodeError
 from ..proto._escape import escape_line
@@ -106,6 +106,20 @@ def _where(file: str | None, line: int | None, seq: int | None) -> str:
     return text if seq is None else f"{text} (seq {seq})"
 
 
+SUMMARY_BREAKS: Final = 5
+"""Accepted breaks named on the summary line (then "and N more")."""
+
+
+def _ok_word(breaks: list[AcceptedBreak]) -> str:
+    """`ok`, or `ok, with N accepted breaks at FILE:LINE, ...` (issue 22 item 14)."""
+    if not breaks:
+        return "ok"
+    where = ", ".join(f"{escape_line(b.file)}:{b.line}" for b in breaks[:SUMMARY_BREAKS])
+    if len(breaks) > SUMMARY_BREAKS:
+        where += f" and {len(breaks) - SUMMARY_BREAKS} more"
+    return f"ok, with {_plural(len(breaks), 'accepted break')} at {where}"
+
+
 def report_lines(report: ChainReport) -> list[str]:
     """The text form of a report: one line per finding, then the summary."""
     out: list[str] = []
@@ -131,10 +145,11 @@ def report_lines(report: ChainReport) -> list[str]:
                    f"{escape_line(failure.detail)}")
     if report.ok:
         head = report.head
+        ok = _ok_word(report.accepted_breaks)
         if head is None:
-            out.append(f"ok: 0 records in {_plural(report.files, 'file')}, no head yet")
+            out.append(f"{ok}: 0 records in {_plural(report.files, 'file')}, no head yet")
         else:
-            out.append(f"ok: {report.records} records in {_plural(report.files, 'file')}, "
+            out.append(f"{ok}: {report.records} records in {_plural(report.files, 'file')}, "
                        f"head {head.seq} {head.hash[:6]}...")
     else:
         failed = report.unaccepted

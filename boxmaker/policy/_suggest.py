@@ -14,8 +14,11 @@ Two kinds of suggestion, from the calls in the window (`--since`):
 Taint is never laundered: `label` is the highest label of the grants that
 decided the calls (the replaced grant's; `private` when none did), `untrusted`
 is inherited and always true for `http_fetch`, `max_label` is the highest
-session label seen among the calls.  Never a protected path, a path at or
-below a `deny` grant's path (of any file tool), or a host a `deny` grant names.
+session label seen among the calls; for a replacement, among the calls the
+grant allowed or the owner approved only, and a grant asked at a higher label
+than those keeps `ask` (no grant can allow below a label and ask above it).
+Never a protected path, a path at or below a `deny` grant's path (of any file
+tool), or a host a `deny` grant names.
 
 `SuggestGather` collects while the log is read (pass 1).  `SuggestCheck`
 replays the log against the current grants and the draft (`draft_state`, the
@@ -123,8 +126,10 @@ class SuggestGather:
         """(host pattern, http) -> the highest session label seen"""
         self._echo: Label | None = None
         self.left_out = 0
-        self._waiting: dict[int, tuple[str, bool]] = {}
+        self._waiting: dict[int, tuple[str, bool, Label]] = {}
         self._approved: dict[str, int] = {}
+        self._approved_labels: dict[str, Label] = {}
+        """grant -> the highest session label of the calls it allowed or the owner approved"""
         self._refused: set[str] = set()
         self._ask_labels: dict[str, Label] = {}
 
@@ -133,10 +138,12 @@ class SuggestGather:
             waiting = self._waiting
             if len(waiting) >= MAX_WAITING:
                 del waiting[next(iter(waiting))]
-            waiting[call.seq] = (call.grant, in_window)
+            waiting[call.seq] = (call.grant, in_window, call.state.label)
         if not in_window:
             return
         label = call.state.label
+        if call.outcome == "allowed" and call.grant is not None:
+            self._note_approved(call.grant, label)
         if now.outcome == "ask" and now.grant is not None:
             seen = self._ask_labels.get(now.grant)
             self._ask_labels[now.grant] = label if seen is None else max_label(seen, label)
@@ -162,11 +169,16 @@ class SuggestGather:
         entry = self._waiting.pop(approval.call, None)
         if entry is None:
             return
-        grant, in_window = entry
+        grant, in_window, label = entry
         if approval.verdict == "refused":
             self._refused.add(grant)
         elif approval.verdict == "approved" and in_window:
             self._approved[grant] = self._approved.get(grant, 0) + 1
+            self._note_approved(grant, label)
+
+    def _note_approved(self, grant: str, label: Label) -> None:
+        seen = self._approved_labels.get(grant)
+        self._approved_labels[grant] = label if seen is None else max_label(seen, label)
 
     # -- the suggestions -------------------------------------------------------------
 
@@ -201,9 +213,12 @@ class SuggestGather:
             if (grant is None or grant.mode != "ask" or grant_id in self._refused
                     or approved < self.min_approvals or not self._replaceable(grant)):
                 continue
+            reach = self._approved_labels.get(grant_id, "public")
+            if max_label(reach, self._ask_labels.get(grant_id, "public")) != reach:
+                continue  # asked above what was approved: those calls may only keep ask
             out.append(Candidate(
                 kind="replace", tool=grant.tool, entries=[], replaces=grant,
-                max_label=self._ask_labels.get(grant_id, "public"),
+                max_label=reach,
                 why=f"approved {approved} time{'s' if approved != 1 else ''}, never refused"))
         assign_ids(out, self.grants)
         return out

@@ -63,7 +63,8 @@ FailureKind = Literal[
 ]
 """Kinds of chain failure that a `break` record can name (04-audit "Verifier")."""
 
-Verdict = Literal["approved", "refused", "expired", "requester_gone"]
+Verdict = Literal["approved", "refused", "expired", "requester_gone", "abandoned"]
+"""`abandoned`: brokerd, starting, closes an ask left pending when it died (issue 22)."""
 ResultStatus = Literal["ok", "tool_failed", "timeout", "runner_unavailable", "unsafe_target"]
 
 

@@ -73,6 +73,8 @@ def event_problem(key: str, payload: dict[str, Any]) -> tuple[str, str] | None:
     elif key == "approval":
         if (payload["verdict"] == "approved") != (payload["redecision"] is not None):
             return ("redecision", "a redecision is present exactly when the verdict is approved")
+        if payload["verdict"] == "abandoned" and payload["by"] is not None:
+            return ("by", "an abandoned approval names nobody (by is null)")
         return passkey_record_problem(key, payload)
     elif key in ("passkey", "approval_attempt"):
         return passkey_record_problem(key, payload)

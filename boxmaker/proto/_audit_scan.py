@@ -89,7 +89,8 @@ _FIELDS: dict[tuple[type[Any], str], str] = {
     (DecisionRecord, "call"): f"(?P<call>{_U64})",
     (ApprovalRecord, "call"): f"(?P<call>{_U64})",
     (ResultRecord, "call"): f"(?P<call>{_U64})",
-    (ApprovalRecord, "verdict"): '"(?P<verdict>approved|refused|expired|requester_gone)"',
+    (ApprovalRecord, "verdict"): '"(?P<verdict>approved|refused|expired|requester_gone|abandoned)"',
+    (ApprovalRecord, "by"): f"(?P<by>null|{_U64})",
     (PasskeyUse, "credential_id"): '"[A-Za-z0-9_-]{1,65536}"',
     (PasskeyUse, "assertion_sha256"): f'"{_HEX64}"',
 }
@@ -220,6 +221,8 @@ def _scan(line: bytes) -> LineFacts | None:
             "call", "verdict", "redecision", "allowed")
         call = int(number)
         if (verdict == "approved") != (redecision is not None):
+            return None
+        if verdict == "abandoned" and event.group("by") != "null":
             return None
         lets_run = allowed is not None
     elif key == "call" and not _call_ok(event):

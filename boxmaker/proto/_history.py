@@ -63,7 +63,7 @@ class HistoryCall(NamedTuple):
 class HistoryApproval:
     call: int
     verdict: str
-    """`approved`, `refused`, `expired` or `requester_gone`."""
+    """`approved`, `refused`, `expired`, `requester_gone` or `abandoned`."""
 
 
 OnCall = Callable[[HistoryCall], None]

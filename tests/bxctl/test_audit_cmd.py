@@ -236,3 +236,31 @@ def test_show_says_when_arguments_were_omitted(tmp_path: Path) -> None:
     assert out[1].endswith(f"arguments omitted: 20971520 bytes, sha256 {'ab' * 32}")
     assert out[2].endswith('{"text":"hi"}')
     assert run("audit", "verify", str(tmp_path)).exit_code == 0
+
+
+def test_verify_ok_line_names_the_accepted_breaks(tmp_path: Path) -> None:
+    # issue 22 item 14: the summary said a plain "ok: N records ..." for a log
+    # with an accepted break; an owner who reads only that line must see it
+    builder = valid_log(2, files=1)
+    builder.garbage()
+    first = (builder.current, len(builder.files[builder.current]), "bad_json")
+    builder.accept_break(first, 1)
+    where = f"{builder.current}:{len(builder.files[builder.current])}"
+    builder.call()
+    builder.garbage(b"\x1b[31m also bad")
+    second = (builder.current, len(builder.files[builder.current]), "bad_json")
+    builder.accept_break(second, 1)
+    where2 = f"{builder.current}:{len(builder.files[builder.current])}"
+    builder.call()
+    result = run("audit", "verify", str(builder.write(tmp_path / "audit")))
+    assert result.exit_code == 0, result.output
+    last = result.stdout.splitlines()[-1]
+    assert last.startswith(f"ok, with 2 accepted breaks at {where}, {where2}: "), last
+    assert " records in 1 file, head " in last
+    one = valid_log(2, files=1)
+    one.garbage()
+    one.accept_break((one.current, len(one.files[one.current]), "bad_json"), 1)
+    at = f"{one.current}:{len(one.files[one.current])}"
+    result = run("audit", "verify", str(one.write(tmp_path / "one")))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1].startswith(f"ok, with 1 accepted break at {at}: ")

@@ -65,3 +65,68 @@ def test_a_log_that_does_not_verify_suggests_nothing(home: Path, tmp_path: Path)
     result = run(home, "grants", "suggest", "--out", str(out))
     assert result.exit_code == 1 and "nothing suggested" in result.output
     assert not out.exists()
+
+
+W_OUT = """
+[[grant]]
+id = "w-out"
+tool = "write_file"
+mode = "ask"
+paths = ["/srv/out"]
+max_label = "secret"
+"""
+
+
+@pytest.mark.parametrize("last", ["expired", "requester_gone", "abandoned", None])
+def test_an_allow_is_not_suggested_above_the_approved_labels(tmp_path: Path,
+                                                             last: str | None) -> None:
+    # issue 22 item 13, through the real command on a real log: three public
+    # writes approved, one secret write left unanswered; the draft made w-out
+    # an allow at max_label secret
+    from boxmaker.proto._audit import (
+        ApprovalRecord,
+        Call,
+        DecisionRecord,
+        OutcomeAllowed,
+        OutcomeAsk,
+        Peer,
+        Redecision,
+    )
+    from boxmaker.proto._taint import Taint
+    from tests.fakes.audit_log import DIGEST, LogBuilder
+
+    home = tmp_path / "home"
+    (home / "grants").mkdir(parents=True)
+    (home / "grants" / "g.toml").write_text(W_OUT)
+    (home / "brokerd.toml").write_text(f'home = "{home}"\n')
+    builder = LogBuilder("2026-11-30.jsonl")
+
+    def write(label: str, verdict: str | None) -> None:
+        state = Taint(label=label, untrusted=False)  # type: ignore[arg-type]
+        call = builder.add(Call(session=f"s-{label}", tool="write_file",
+                                args={"content": "x", "mode": "create",
+                                      "path": f"/srv/out/{builder.seq}"},
+                                peer=Peer(uid=1000, pid=1)))
+        builder.add(DecisionRecord(call=call, outcome=OutcomeAsk(
+            approval_id=100_000 + call, expires_at="2026-11-30T08:00:00.000000Z"),
+            grant="w-out", state=state, grants_digest=DIGEST))
+        if verdict is not None:
+            builder.add(ApprovalRecord(
+                call=call, approval_id=100_000 + call, verdict=verdict,  # type: ignore[arg-type]
+                by=1000 if verdict == "approved" else None, reason=None,
+                redecision=Redecision(outcome=OutcomeAllowed(), grant="w-out", state=state)
+                if verdict == "approved" else None))
+
+    for _ in range(3):
+        write("public", "approved")
+    write("secret", last)
+    builder.write(home / "audit")
+    result = run(home, "grants", "suggest")
+    assert result.exit_code == 0, result.output
+    assert "0 suggestions" in result.stdout and 'mode = "allow"' not in result.stdout
+    # approved from the secret session too: now the allow may reach secret
+    write("secret", "approved")
+    builder.write(home / "audit")
+    result = run(home, "grants", "suggest")
+    assert result.exit_code == 0, result.output
+    assert 'mode = "allow"' in result.stdout and 'max_label = "secret"' in result.stdout

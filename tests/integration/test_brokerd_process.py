@@ -425,3 +425,56 @@ def test_missing_grants_directory(make_home: Any) -> None:
         if proc.proc.poll() is None:
             proc.kill()
         home.cleanup()
+
+
+def test_asks_pending_at_a_kill_9_are_closed_as_abandoned_at_start(make_home: Any) -> None:
+    # issue 22 item 15: after a kill -9 the asks that were pending had no
+    # approval record, so the log never said what became of them
+    home, proc = make_home(grants={"ask.toml": ECHO_ASK})
+    first, one = pending_call(home, "s1")
+    second, two = pending_call(home, "s2")
+    third, answered = pending_call(home, "s3")
+    assert admin(home.admin, "refuse", {"approval_id": answered["approval_id"],
+                                      "reason": "no"}) == \
+        {"id": 1, "ok": {}}
+    rest(third)
+    asked = [last_call_id(home) - 4, last_call_id(home) - 2, last_call_id(home)]
+    proc.kill()  # SIGKILL: no stop record, the two asks still open
+    first.close()
+    second.close()
+    proc = start(home)
+    try:
+        for call_id, pending in zip(asked, (one, two, answered), strict=True):
+            approvals = records_of_call(home, call_id)["approval"]
+            if pending is answered:
+                assert [a["verdict"] for a in approvals] == ["refused"]
+                continue
+            assert approvals == [{"call": call_id, "approval_id": pending["approval_id"],
+                                  "verdict": "abandoned", "by": None,
+                                  "reason": "brokerd stopped before the ask was answered",
+                                  "redecision": None}]
+        keys = [next(k for k in r if k not in ("seq", "ts", "prev")) for r in home.audit_lines()]
+        assert keys[-3:] == ["start", "approval", "approval"]  # right after start
+        assert admin(home.admin, "approvals", {})["approvals"]["items"] == []
+        # a new ask after the restart, killed again: closed too, the old ones not again
+        fourth, four = pending_call(home, "s4")
+        proc.kill()
+        fourth.close()
+        proc = start(home)
+        abandoned = [a for a in home.events("approval") if a["verdict"] == "abandoned"]
+        assert [a["approval_id"] for a in abandoned] == [one["approval_id"],
+                                                          two["approval_id"],
+                                                          four["approval_id"]]
+        # a clean stop leaves nothing open: the next start adds no approval
+        assert proc.stop() == 0
+        proc = start(home)
+        assert len(home.events("approval")) == 4
+        done = verify(home)
+        assert done.returncode == 0 and done.stdout.splitlines()[-1].startswith("ok: "), \
+            done.stdout
+        report = subprocess.run([str(BXCTL), "audit", "verify", "--json", str(home.audit)],
+                                env=env_for(home), capture_output=True, text=True,
+                                timeout=60, check=False)
+        assert '"unfinished_calls":[]' in report.stdout.replace(" ", ""), report.stdout
+    finally:
+        proc.stop()

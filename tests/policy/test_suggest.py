@@ -229,3 +229,55 @@ def test_comments_escape_what_the_model_wrote() -> None:
     assert draft.startswith("# header line\n#\n")
     parsed = tomllib.loads(draft)
     assert parsed["grant"][0]["paths"] == [hostile]
+
+
+W_OUT = BASE + """
+[[grant]]
+id = "w-out"
+tool = "write_file"
+mode = "ask"
+paths = ["/srv/out"]
+max_label = "secret"
+"""
+WRITE_A = {"path": "/srv/out/a", "content": "x", "mode": "create"}
+WRITE_B = {"path": "/srv/out/b", "content": "x", "mode": "create"}
+WRITE_C = {"path": "/srv/out/c", "content": "x", "mode": "create"}
+
+
+def test_a_suggested_allow_takes_its_max_label_from_approved_calls_only() -> None:
+    # issue 22 item 13: three public writes approved, one secret write left to
+    # expire; the draft made w-out an allow at max_label secret, so secret
+    # sessions would write without asking. An ask above the approved labels
+    # keeps the grant an ask.
+    g = grants(W_OUT)
+    for expired in ("expired", "requester_gone", None):
+        log = Log()
+        for _ in range(3):
+            log.answer(log.call("write_file", WRITE_A, g),
+                       "approved")
+        late = log.call("write_file", WRITE_B, g,
+                        label="secret")
+        if expired is not None:
+            log.answer(late, expired)
+        assert log.gather(g, min_approvals=3).candidates() == [], expired
+
+
+def test_the_allow_reaches_the_highest_approved_label_and_no_further() -> None:
+    g = grants(W_OUT)
+    log = Log()
+    for label in ("public", "private", "public"):
+        log.answer(log.call("write_file", WRITE_A, g,
+                            label=label), "approved")
+    (only,) = log.gather(g, min_approvals=3).candidates()
+    table = tomllib.loads("\n".join(only.grant_lines()))["grant"][0]
+    assert table["mode"] == "allow" and table["max_label"] == "private"
+    # a secret call approved counts; one only asked (order: before the approvals) does not
+    log = Log()
+    log.call("write_file", WRITE_B, g, label="private")
+    for _ in range(3):
+        log.answer(log.call("write_file", WRITE_A, g), "approved")
+    assert log.gather(g, min_approvals=3).candidates() == []
+    log.answer(log.call("write_file", WRITE_C, g,
+                        label="secret"), "approved")
+    (only,) = log.gather(g, min_approvals=3).candidates()
+    assert tomllib.loads("\n".join(only.grant_lines()))["grant"][0]["max_label"] == "secret"

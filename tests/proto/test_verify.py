@@ -562,3 +562,29 @@ def test_random_logs_with_accepted_breaks(steps: list[str]) -> None:
     if builder.seq >= 0:
         assert report.head is not None
         assert (report.head.seq, report.head.hash) == builder.head()
+
+
+# -- abandoned asks (issue 22 item 15) ---------------------------------------------------
+
+
+@pytest.mark.parametrize(("by", "redecision", "ok"), [
+    (None, False, True), (1000, False, False), (None, True, False), (0, False, False)])
+def test_an_abandoned_approval_names_nobody_and_carries_no_redecision(
+        by: int | None, redecision: bool, ok: bool) -> None:
+    builder = valid_log(1, files=1)
+    call = builder.ask()
+    builder.add(ApprovalRecord(
+        call=call, approval_id=482913, verdict="abandoned", by=by,
+        reason="brokerd stopped before the ask was answered",
+        redecision=Redecision(outcome=OutcomeAllowed(), grant="docs", state=PUBLIC)
+        if redecision else None))
+    line = builder.files[builder.current][-1]
+    report = verify_data(builder.data())
+    assert report.ok is ok, [f.detail for f in report.failures]
+    if ok:
+        record = parse_record(line.rstrip(b"\n"))
+        assert isinstance(record.event, ApprovalRecord)
+        assert record.event.verdict == "abandoned" and record.event.by is None
+        assert call not in report.unfinished_calls
+    else:
+        assert kinds(report) == ["bad_record"]
