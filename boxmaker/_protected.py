@@ -46,6 +46,9 @@ class Candidate:
     """It must exist: when it does not, no file tool runs (`ProtectedSet.missing`)."""
     own: bool = False
     """brokerd's own or the code that runs: it must stay the object it was at start."""
+    index: bool = False
+    """brokerd's own directories and the owner's protected paths: the inodes of the
+    files in them are indexed, so a hard link elsewhere is refused (issue 22 item 6)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -125,6 +128,7 @@ def candidates(own: Sequence[str], optional: Sequence[str], facts: EnvFacts) -> 
             posixpath.join(facts.runtime_dir, "runc"),
             posixpath.join(facts.runtime_dir, "boxmaker"),
         ]
+    indexed = {_norm(p) for p in [*own, *optional]}
     out: list[Candidate] = []
     seen: set[str] = set()
     for paths, need, keep in ((required, True, True), (kept, False, True), (maybe, False, False)):
@@ -133,7 +137,7 @@ def candidates(own: Sequence[str], optional: Sequence[str], facts: EnvFacts) -> 
             if path is None or path in seen:
                 continue
             seen.add(path)
-            out.append(Candidate(path=path, required=need, own=keep))
+            out.append(Candidate(path=path, required=need, own=keep, index=path in indexed))
     return out
 
 
@@ -257,6 +261,8 @@ class Root:
     is_dir: bool
     verify: bool
     """It must still be this object at every call (brokerd's own, the code it runs)."""
+    index: bool = False
+    """The inodes of the files in it are indexed (`Candidate.index`)."""
 
 
 def _under(path: str, base: str) -> bool:
@@ -314,7 +320,8 @@ def resolve_roots(found: Iterable[Candidate], unknown: Sequence[str] = ()) -> Pr
             if cand.required:
                 missing.append(cand.path)
             roots.append(
-                Root(path=cand.path, real=real, dev=-1, ino=-1, is_dir=True, verify=False)
+                Root(path=cand.path, real=real, dev=-1, ino=-1, is_dir=True, verify=False,
+                     index=cand.index)
             )
             continue
         roots.append(
@@ -325,6 +332,7 @@ def resolve_roots(found: Iterable[Candidate], unknown: Sequence[str] = ()) -> Pr
                 ino=st.st_ino,
                 is_dir=os.path.isdir(real),
                 verify=cand.own,
+                index=cand.index,
             )
         )
     return ProtectedSet(

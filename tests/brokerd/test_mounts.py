@@ -49,7 +49,7 @@ def plan(
     roots = [box / "home"] if protected is None else protected
     walker = HostWalker(
         os.geteuid(),
-        resolve_roots([Candidate(path=str(p), required=True, own=True) for p in roots]),
+        resolve_roots([Candidate(path=str(p), required=True, own=True, index=True) for p in roots]),
     )
     return plan_file_call(
         walker,
@@ -338,9 +338,11 @@ def test_a_hard_link_to_another_uids_file_cannot_even_be_made(box: Path) -> None
 
 
 def test_a_file_with_other_hard_links_is_not_written(box: Path) -> None:
-    """The owner hard-linked brokerd.toml into the notes: a write would reach it."""
+    """A second name of the owner's own file: a write would reach the other name,
+    which may be inside a protected root no walk can see (brokerd.toml: below)."""
     (box / "notes").mkdir()
-    os.link(box / "home" / "brokerd.toml", box / "notes" / "cfg")
+    (box / "other").write_text("o")
+    os.link(box / "other", box / "notes" / "cfg")
     with pytest.raises(UnsafeTarget, match="2 hard links"):
         plan(box, "write_file", box / "notes" / "cfg", box / "notes", mode="replace")
     with pytest.raises(UnsafeTarget, match="2 hard links"):
@@ -421,3 +423,39 @@ def test_write_grants_in_the_images_system_dirs_are_never_mounted(box: Path, gra
 def test_read_grants_in_system_dirs_are_mounted_read_only(box: Path) -> None:
     got = plan(box, "read_file", "/etc/hostname", "/etc")
     assert got.mounts[0].read_only and got.mounts[0].destination == "/etc/hostname"
+
+
+# -- issue 22 items 6 and 7 ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tool", ["list_dir", "write_file", "read_file"])
+def test_masks_inside_a_masked_directory_are_not_mounted(box: Path, tool: str) -> None:
+    """brokerd's home, grants/, audit/ and state/ all protected: only the home is masked
+    (a mount point inside the empty read-only mask cannot be made)."""
+    for name in ("audit", "state"):
+        (box / "home" / name).mkdir()
+    (box / "home" / "state" / "key").write_text("k")
+    roots = [box / "home", box / "home" / "grants", box / "home" / "audit",
+             box / "home" / "state", box / "home" / "state" / "key"]
+    path = {"list_dir": box, "write_file": box / "new.txt", "read_file": box / "absent"}[tool]
+    got = plan(box, tool, path, box, mode="create" if tool == "write_file" else None,
+               protected=roots, deny=[str(box / "home" / "audit")])
+    assert [m.destination for m in got.mounts[1:]] == [str(box / "home")]
+
+
+def test_a_hard_link_of_a_protected_file_is_unsafe_for_every_tool(box: Path) -> None:
+    (box / "notes").mkdir()
+    os.link(box / "home" / "brokerd.toml", box / "notes" / "todo.txt")
+    link = box / "notes" / "todo.txt"
+    for tool, mode in (("read_file", None), ("list_dir", None), ("write_file", "replace"),
+                       ("write_file", "append")):
+        with pytest.raises(UnsafeTarget, match=r"a hard link of .*brokerd\.toml"):
+            plan(box, tool, link, box / "notes", mode=mode)
+    # A file grant on the link itself, too.
+    with pytest.raises(UnsafeTarget, match="a hard link of"):
+        plan(box, "read_file", link, link)
+    # Made after the walker (a new audit day file): found too.
+    (box / "home" / "grants" / "new.toml").write_text("g")
+    os.link(box / "home" / "grants" / "new.toml", box / "notes" / "g.toml")
+    with pytest.raises(UnsafeTarget, match="a hard link of"):
+        plan(box, "read_file", box / "notes" / "g.toml", box / "notes")

@@ -36,6 +36,7 @@ SETTINGS = PodmanSettings(
     output_max_bytes=2097152,
     nofile=1024,
     nproc=512,
+    seccomp="/opt/boxmaker/venv/lib/python3.11/site-packages/boxmaker/seccomp.json",
 )
 HOME = Path("/var/lib/boxmaker")
 GRANT = "/home/me/notes"

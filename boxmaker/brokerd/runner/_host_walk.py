@@ -34,6 +34,7 @@ import attrs
 
 from ..._errors import PeerError
 from ..._protected import ProtectedSet, Root
+from ._inodes import ProtectedInodes
 from ._mountinfo import fs_below, fs_location, read_mountinfo
 
 SYMLINK_MESSAGE = "symbolic link in path"
@@ -92,6 +93,7 @@ class HostWalker:
         self.uid = uid
         self.protected = protected
         self._tail: list[str] = []
+        self.inodes = ProtectedInodes(protected.roots)
         # Each protected root's place in its file system, found once: a bind
         # mount elsewhere shows the same place under another path.
         entries = read_mountinfo()
@@ -130,6 +132,19 @@ class HostWalker:
             if below:
                 inside.append((root, below))
         return inside
+
+    def check_links(self, spelled: str, st: os.stat_result) -> None:
+        """A target with more than one link must not be a protected file (issue 22 item 6)."""
+        if stat.S_ISDIR(st.st_mode) or st.st_nlink <= 1:
+            return
+        found = self.inodes.lookup(st.st_dev, st.st_ino)
+        if found is not None:
+            raise UnsafeTarget(f"{spelled}: protected (a hard link of {found})")
+        if not self.inodes.complete:
+            raise UnsafeTarget(
+                f"{spelled}: the file has {st.st_nlink} hard links and the protected files "
+                "are too many to index; it is not used"
+            )
 
     def check_roots(self) -> None:
         """Every required protected root is still there, the same object."""

@@ -226,6 +226,8 @@ def _plan(
         inside = path if exists else _strip(path, len(below.rest))
         if exists:
             target_id: tuple[int, int] | None = (below.st.st_dev, below.st.st_ino)
+            # By the inode the walk opened, whatever its name (issue 22 item 6).
+            walker.check_links(path, below.st)
             is_file = stat.S_ISREG(below.st.st_mode)
             rw = writable and is_file and mode in ("replace", "append")
             if rw and below.st.st_nlink > 1:
@@ -349,7 +351,13 @@ def _masks(
                     continue  # the toolkit never follows it
                 rels.setdefault(rel, stat.S_ISDIR(st.st_mode))
     out: list[Mount] = []
+    kept: list[str] = []
     for rel in sorted(rels):
+        if any(rel.startswith(k + "/") for k in kept):
+            # Already hidden by the mask above it (issue 22 item 7): a mount
+            # point inside that empty read-only directory cannot be made.
+            continue
+        kept.append(rel)
         dest = inside.rstrip("/") + rel
         _no_comma(dest, "a masked path")
         source = masks.directory if rels[rel] else masks.file

@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 
 from ..._error_table import ERROR_RUNBOOKS
+from ..._seccomp import seccomp_profile
 from ...proto._errors import DecodeError
 from ...proto._escape import escape_text
 from ...proto._json import dumps, loads_object
@@ -71,6 +72,11 @@ def _check_output_max(_i: Any, _a: Any, value: int) -> None:
         raise ValueError("runner.output_max_bytes must be 4096..67108864")
 
 
+def _check_seccomp(_i: Any, _a: Any, value: str) -> None:
+    if not value.startswith("/") or "\0" in value:
+        raise ValueError("the seccomp profile must be an absolute path")
+
+
 @attrs.frozen(kw_only=True)
 class PodmanSettings:
     """The podman keys of brokerd.toml's [runner] table (08-runner)."""
@@ -85,6 +91,8 @@ class PodmanSettings:
     output_max_bytes: int = attrs.field(default=2_097_152, validator=_check_output_max)
     nofile: int = attrs.field(default=1024, validator=_positive_int(1 << 20))
     nproc: int = attrs.field(default=512, validator=_positive_int(1 << 22))
+    seccomp: str = attrs.field(factory=lambda: str(seccomp_profile()), validator=_check_seccomp)
+    """boxmaker's own seccomp profile (`boxmaker._seccomp`); not a brokerd.toml key."""
 
 
 def instance_id(home: Path) -> str:
@@ -124,6 +132,9 @@ def build_argv(
         "--read-only",
         "--cap-drop=all",
         "--security-opt=no-new-privileges",
+        # No new namespaces (issue 22 item 8): podman's default plus that rule.
+        "--security-opt",
+        f"seccomp={settings.seccomp}",
         "--user",
         f"{uid}:{gid}",
     ]
@@ -142,6 +153,11 @@ def build_argv(
         f"nproc={settings.nproc}:{settings.nproc}",
         "--tmpfs",
         "/tmp:size=16m",
+        # Sized like /tmp: with --read-only podman would mount them unsized.
+        "--tmpfs",
+        "/var/tmp:size=16m",
+        "--tmpfs",
+        "/run:size=16m",
         "--unsetenv-all",
         "--env",
         f"PATH={CONTAINER_PATH}",

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from boxmaker._seccomp import seccomp_profile
 from boxmaker.brokerd.runner._mounts import Mount
 from boxmaker.brokerd.runner._podman_argv import (
     CONTAINER_PATH,
@@ -30,7 +31,7 @@ from boxmaker.brokerd.runner._podman_argv import (
 )
 
 WITH_VALUE = {"--runtime", "--name", "--user", "--memory", "--pids-limit", "--cpus",
-              "--ulimit", "--tmpfs", "--env", "--mount"}
+              "--ulimit", "--tmpfs", "--env", "--mount", "--security-opt"}
 ISOLATION = {"--rm", "--pull=never", "--network=none", "--read-only", "--cap-drop=all",
              "--security-opt=no-new-privileges", "--unsetenv-all", "--log-driver=none",
              "--interactive"}
@@ -106,7 +107,10 @@ def test_every_argv_holds_the_isolation_and_exactly_the_calls_mounts(
     assert float(by_name["--cpus"][0]) == settings_.cpus
     assert sorted(by_name["--ulimit"]) == sorted([f"nofile={settings_.nofile}:{settings_.nofile}",
                                                   f"nproc={settings_.nproc}:{settings_.nproc}"])
-    assert by_name["--tmpfs"] == ["/tmp:size=16m"]
+    assert by_name["--tmpfs"] == ["/tmp:size=16m", "/var/tmp:size=16m", "/run:size=16m"]
+    # boxmaker's one seccomp profile (no new namespaces, issue 22 item 8).
+    assert by_name["--security-opt"] == [f"seccomp={settings_.seccomp}"]
+    assert settings_.seccomp == str(seccomp_profile())
     assert sorted(by_name["--env"]) == sorted([f"PATH={CONTAINER_PATH}", "PYTHONSAFEPATH=1",
                                                "PYTHONNOUSERSITE=1"])
     assert by_name.get("--runtime", []) == ([settings_.oci_runtime] if settings_.oci_runtime
