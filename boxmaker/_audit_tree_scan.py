@@ -15,7 +15,7 @@ import attrs
 from ._audit_files import Progress, iter_lines, list_log_files
 from .proto._chain_report import ChainReport
 from .proto._merkle import EMPTY_ROOT, CompactRange, leaf_hash
-from .proto._verify import ChainVerifier
+from .proto._verify import ChainVerifier, OnRecord
 
 
 @attrs.frozen(kw_only=True)
@@ -37,9 +37,11 @@ def verify_with_tree(
     sizes: set[int],
     expect_head: tuple[int, str] | None = None,
     progress: Progress | None = None,
+    on_record: OnRecord | None = None,
 ) -> tuple[ChainReport, TreeFacts]:
-    """Raises OSError when the log cannot be read."""
-    verifier = ChainVerifier(expect_head=expect_head)
+    """Raises OSError when the log cannot be read.  `on_record` sees each verified
+    record, as `verify_directory`'s does (the kept assertions' check)."""
+    verifier = ChainVerifier(expect_head=expect_head, on_record=on_record)
     tree = CompactRange()
     roots: dict[int, bytes] = {0: EMPTY_ROOT} if 0 in sizes else {}
     file_start: dict[str, int] = {}

@@ -30,6 +30,7 @@ from ..proto._checkpoint_verdict import Candidate, CheckpointFinding, judge, siz
 from ..proto._escape import escape_line
 from ..proto._note import TYPE_COSIGNATURE_V1, TYPE_ED25519, NoteError, VerifierKey
 from ..proto._note import parse_verifier_key as parse_vkey
+from ..proto._verify import OnRecord
 
 PUB_NAME = "checkpoint.pub"
 
@@ -118,6 +119,7 @@ def gather(audit_dir: Path, origin: str, witness_url: str | None) -> list[Candid
 def check(
     audit_dir: Path, *, home: Path, explicit_dir: bool, witness_key: VerifierKey,
     witness_url: str | None, expect_head: tuple[int, str] | None,
+    on_record: OnRecord | None = None,
 ) -> tuple[ChainReport, CheckpointFinding, TreeFacts]:
     """Raises OSError (the log cannot be read), WitnessUnreachable."""
     log_key, where = find_log_key(home, audit_dir if explicit_dir else None)
@@ -127,7 +129,7 @@ def check(
     except NotRegularFile as exc:
         raise click.ClickException(escape_line(shown(str(exc), exc))) from exc
     report, facts = verify_with_tree(audit_dir, sizes=sizes_needed(candidates),
-                                     expect_head=expect_head)
+                                     expect_head=expect_head, on_record=on_record)
     if log_key is None:
         finding = CheckpointFinding(verdict="no_checkpoint", size=None, root=None,
                                     witness=witness_key.name, source=None,

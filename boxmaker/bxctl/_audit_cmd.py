@@ -205,21 +205,25 @@ def verify(app: App, directory: Path | None, as_json: bool, expect_head: str | N
 def _verify_witnessed(app: App, where: Path, explicit: bool, as_json: bool,
                       head: tuple[int, str] | None, key: VerifierKey,
                       witness_url: str | None) -> None:
+    kept = KeptAssertions()
     try:
         report, finding, facts = check_checkpoint(
             where, home=app.config.home, explicit_dir=explicit, witness_key=key,
-            witness_url=witness_url, expect_head=head)
+            witness_url=witness_url, expect_head=head, on_record=kept.feed)
     except OSError as exc:
         raise _unreadable(where, exc) from exc
+    assertions = kept.check(where)
     if as_json:
         document = unstructure(report)
         json_additions(document, report, finding, facts)
+        document["assertions"] = assertions_json(assertions)
         click.echo(dumps_terminal(document))
     else:
-        for line in report_lines(report) + checkpoint_lines(report, finding, facts,
-                                                            witness_url):
+        for line in (assertion_lines(assertions) + report_lines(report)
+                     + checkpoint_lines(report, finding, facts, witness_url)):
             click.echo(line)
-    sys.exit(0 if report.ok and finding.verdict == "ok" else 1)
+    ok = report.ok and finding.verdict == "ok" and not assertions.failures
+    sys.exit(0 if ok else 1)
 
 
 @audit.command()

@@ -117,3 +117,29 @@ def test_a_sidecar_with_a_key_twice_or_a_link_is_refused(make_home: Any) -> None
     path.unlink()
     path.symlink_to(_sidecar(kept[1]))
     _fails(home, "cannot be read")
+
+
+def test_the_witnessed_verify_re_verifies_them_too(make_home: Any) -> None:
+    """`--witness-key` takes another path through the log (the tree scan): it must see
+    the kept assertions as plain verify does."""
+    from boxmaker.proto._note import TYPE_COSIGNATURE_V1, Signer
+
+    home, kept = _two_approved(make_home)
+    witness = Signer.from_seed("witness.test/v", TYPE_COSIGNATURE_V1, b"\x22" * 32)
+    argv = [str(BXCTL), "audit", "verify", "--witness-key", witness.verifier.text(),
+            str(home.audit)]
+    env = env_for(home) | {"COLUMNS": "400"}
+    clean = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60,
+                           check=False)
+    assert "assertions: 2 of 2 kept assertions re-verified" in clean.stdout, clean.stdout
+    path = _sidecar(kept[0])
+    sidecar = json.loads(path.read_bytes())
+    sidecar["nonce"] = "0" * 32
+    path.write_text(json.dumps(sidecar))
+    run = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60,
+                         check=False)
+    assert run.returncode == 1
+    assert "FAILED: kept_assertion" in run.stdout, run.stdout
+    as_json = subprocess.run([*argv[:3], "--json", *argv[3:]], env=env, capture_output=True,
+                             text=True, timeout=60, check=False)
+    assert len(json.loads(as_json.stdout)["assertions"]["failures"]) == 1
