@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,15 +22,6 @@ pytestmark = [pytest.mark.browser,
 
 HOSTILE = ("\u202eevil\u202c \x1b[31mred\x1b[0m <script>alert(1)</script>"
            "<img src=x onerror=alert(2)> " + "A" * 100_000)
-
-
-@pytest.fixture
-def stack() -> Iterator[Stack]:
-    made = Stack()
-    try:
-        yield made
-    finally:
-        made.close()
 
 
 def ask(stack: Stack, text: str = "please", rid: int = 11) -> tuple[socket.socket, int]:

@@ -5,8 +5,6 @@ without the passkey, and an approval that went away (answered or expired).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from selenium.webdriver.common.by import By
 
@@ -16,15 +14,6 @@ from tests.approvals.test_page_browser import answer_of, ask
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(browser_missing() is not None,
                                  reason=browser_missing() or "")]
-
-
-@pytest.fixture
-def stack() -> Iterator[Stack]:
-    made = Stack()
-    try:
-        yield made
-    finally:
-        made.close()
 
 
 def test_the_first_screen_says_no_passkey_is_enrolled_and_what_to_run(stack: Stack) -> None:

@@ -8,7 +8,6 @@ turned a reload's list (and any poll bringing more than one) oldest first.
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
 
 import pytest
 from selenium.webdriver.common.by import By
@@ -19,15 +18,6 @@ from tests.approvals.test_page_browser import ask
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(browser_missing() is not None,
                                  reason=browser_missing() or "")]
-
-
-@pytest.fixture
-def stack() -> Iterator[Stack]:
-    made = Stack()
-    try:
-        yield made
-    finally:
-        made.close()
 
 
 def shown_ids(stack: Stack) -> list[int]:

@@ -5,8 +5,6 @@ process, real brokerd, headless Chromium trusting the page's local CA."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from tests.approvals.browser import Stack, browser_missing
@@ -33,15 +31,6 @@ fetch("/api/state").then(r => r.json()).then(state => {
   done([state.origin, entry ? entry.nextHopProtocol : "?"]);
 }, e => done([String(e), "?"]));
 """
-
-
-@pytest.fixture
-def stack() -> Iterator[Stack]:
-    made = Stack()
-    try:
-        yield made
-    finally:
-        made.close()
 
 
 def test_no_cors_posts_from_another_page_do_not_end_the_page(stack: Stack) -> None:
