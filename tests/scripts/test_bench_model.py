@@ -1,11 +1,12 @@
-"""scripts/bench/model's scoring of one turn's frames (the run itself needs the real
-model: it is a benchmark, not a test)."""
+"""scripts/bench/model's scoring of one turn (the run itself needs the real model:
+it is a benchmark, not a test): what counts is the `call` records brokerd kept."""
 
 from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
 import json
+import sys
 from typing import Any
 
 from tests.conftest import REPO
@@ -18,49 +19,68 @@ def _bench() -> Any:
     spec = importlib.util.spec_from_loader("bench_model", loader)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_model"] = module
     loader.exec_module(module)
     return module
 
 
 def _frames(text: str, finish: str,
-            calls: list[tuple[str, dict[str, str]]]) -> list[dict[str, Any]]:
-    frames: list[dict[str, Any]] = [{"id": 1, "event": {"text": {"delta": piece}}}
-                                    for piece in (text[: len(text) // 2], text[len(text) // 2:])]
-    for n, (tool, args) in enumerate(calls):
-        frames.append({"id": 1, "event": {"tool_call": {"call_id": f"c{n}", "tool": tool,
-                                                        "args": args, "raw_args": None}}})
+            events: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    frames: list[dict[str, Any]] = [{"id": 1, "event": e} for e in events or []]
+    frames += [{"id": 1, "event": {"text": {"delta": piece}}}
+               for piece in (text[: len(text) // 2], text[len(text) // 2:])]
     frames.append({"id": 1, "done": {"finish": finish, "rounds": 1,
                                      "usage": {"prompt_tokens": 1, "completion_tokens": 1}}})
     return json.loads(json.dumps(frames))
 
 
-def test_a_good_answer_scores_clean() -> None:
+RESULT = {"tool_result": {"call_id": "c0", "tool": "read_file", "status": "ok", "bytes": 9,
+                          "label": "private", "untrusted": False}}
+READ = {"kind": "read", "text": "Read hello.md", "expect": {"tool": "read_file",
+                                                            "path": "/u/notes/hello.md"},
+        "uses": ["demo notes"]}
+
+
+def test_a_recorded_right_call_whose_result_is_used_counts_both() -> None:
     bench = _bench()
-    row = bench.score("List my notes.", {"tool": "list_dir", "path": "/u/notes"},
-                      _frames("There is one note, hello.md.", "stop",
-                              [("list_dir", {"path": "/u/notes/"})]))
-    assert (row["words"], row["tmpl"], row["echo"], row["limit"], row["calls"], row["right"]) == (
-        1, 0, 0, 0, 1, 1)
-    assert row["clean"] == 1
+    records = [{"session": "bench-1", "tool": "read_file", "args": {"path": "/u/notes/hello.md"}}]
+    row = bench.score(READ, READ["expect"], _frames("It says: Demo notes.", "stop", [RESULT]),
+                      records)
+    assert (row["right"], row["result"], row["calls"], row["repeat"]) == (1, 1, 1, 0)
 
 
-def test_garbage_is_counted() -> None:
+def test_a_call_only_written_as_text_is_not_a_call() -> None:
     bench = _bench()
-    prompt = "Good morning. How are you today?"
-    row = bench.score(prompt, {"tool": "read_file", "path": "/u/notes/hello.md"},
-                      _frames(f"{prompt}<|im_end|>\n<|im_start|>owner\n{prompt}<end_of_turn>",
-                              "length", [("read_file", {"path": "/etc/passwd"})]))
-    assert row["tmpl"] == 3 and row["echo"] == 1 and row["limit"] == 1
-    assert row["calls"] == 1 and row["right"] == 0
-    assert row["words"] == 1 and row["clean"] == 0
+    text = '```json\n{"name": "read_file", "arguments": {"path": "/u/notes/hello.md"}}\n```'
+    row = bench.score(READ, READ["expect"], _frames(text, "stop"), [])
+    assert (row["right"], row["result"], row["calls"]) == (0, 0, 0)
 
 
-def test_a_fetch_is_right_only_on_the_expected_host() -> None:
+def test_the_wrong_path_or_host_is_not_right() -> None:
     bench = _bench()
+    wrong = [{"tool": "read_file", "args": {"path": "/etc/passwd"}}]
+    assert bench.score(READ, READ["expect"], _frames("no", "stop"), wrong)["right"] == 0
     expect = {"tool": "http_fetch", "url_host": "docs.python.org"}
-    good = bench.score("Fetch it.", expect, _frames("Fetching.", "stop", [
-        ("http_fetch", {"url": "https://docs.python.org/3/library/json.html"})]))
-    bad = bench.score("Fetch it.", expect, _frames("Fetching.", "stop", [
-        ("http_fetch", {"url": "https://docs.python.org.evil.example/"})]))
-    assert good["right"] == 1 and bad["right"] == 0
-    assert bench.score("Hi", None, _frames("ok", "stop", []))["words"] == 0
+    fetch = {"kind": "fetch", "text": "Fetch it", "expect": expect}
+    good = [{"tool": "http_fetch", "args": {"url": "https://docs.python.org/3/library/json.html"}}]
+    bad = [{"tool": "http_fetch", "args": {"url": "https://docs.python.org.evil.example/"}}]
+    denied = {"tool_denied": {"call_id": "c0", "tool": "http_fetch", "code": "refused",
+                              "reason": "benchmark", "runbook": None}}
+    assert bench.score(fetch, expect, _frames("ok", "stop", [denied]), good)["result"] == 1
+    assert bench.score(fetch, expect, _frames("ok", "stop", [denied]), bad)["right"] == 0
+
+
+def test_a_repeat_notice_puts_the_result_in_front_of_the_owner() -> None:
+    bench = _bench()
+    notice = {"notice": {"kind": "repeat", "call_id": "c1", "tool": "read_file",
+                         "text": "read_file ok (not run again; its earlier result): # Demo notes"}}
+    records = [{"tool": "read_file", "args": {"path": "/u/notes/hello.md"}}]
+    row = bench.score(READ, READ["expect"], _frames("", "repeat", [RESULT, notice]), records)
+    assert (row["right"], row["result"], row["repeat"]) == (1, 1, 1)
+
+
+def test_the_prompts_are_twenty_tool_ten_chat_four_no_call() -> None:
+    prompts = json.loads((REPO / "fixtures" / "bench" / "model-prompts.json").read_text())
+    kinds = [p["kind"] for p in prompts["prompts"]]
+    assert sum(k in ("list", "read", "fetch", "write") for k in kinds) == 20
+    assert kinds.count("chat") == 10 and kinds.count("no_call") == 4
