@@ -123,6 +123,22 @@ def containers(prefix: str) -> list[str]:
     return [n for n in done.stdout.split() if n.startswith(prefix)]
 
 
+SETTLE_S = 10.0
+"""How long a container's teardown may still be going on after brokerd has exited:
+`podman rm --force` returns before its conmon is gone."""
+
+
+def leftovers(prefix: str, *, podman: bool, settle_s: float = SETTLE_S) -> list[str]:
+    """The containers and conmons still there once teardown had `settle_s` to finish."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        left = containers(prefix) if podman else []
+        left += [n for n in conmons(prefix) if n not in left]
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.5)
+
+
 def conmons(prefix: str) -> dict[str, int]:
     """name -> pid of every conmon (a running container's monitor) named with `prefix`.
 
