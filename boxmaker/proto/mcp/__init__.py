@@ -5,6 +5,13 @@ the schema profile and kinds, and the sans-IO MCP client.  Pure: no I/O, no
 trio.  The names below are the public surface; the `_x` modules are private.
 """
 
+from ._arguments import (
+    ToolGrammar,
+    effective_args,
+    kind_problems,
+    kinded_values,
+    tool_grammar,
+)
 from ._canonical import canonical_bytes, canonical_sha256, canonical_text, sha256_hex
 from ._decl import (
     InvalidSourceSet,
@@ -32,6 +39,18 @@ from ._names import (
     split_wire_name,
     wire_name,
 )
+from ._nodes import (
+    NO_DEFAULT,
+    ArrayNode,
+    BooleanNode,
+    Node,
+    NullableNode,
+    NullNode,
+    NumberNode,
+    ObjectNode,
+    Opaque,
+    StringNode,
+)
 from ._pin import (
     PINNED_PROTOCOLS,
     Pin,
@@ -54,16 +73,31 @@ from ._pin import (
     pin_tools,
     server_info_of,
 )
+from ._profile import compile_schema
+from ._tool_view import ModelTool, ToolVerdict, hidden_in, resolve_refs, tool_verdicts
+from ._validate import ArgProblem, ArgumentError
 
 __all__ = [
     "KINDS",
+    "NO_DEFAULT",
     "PINNED_PROTOCOLS",
+    "ArgProblem",
+    "ArgumentError",
+    "ArrayNode",
+    "BooleanNode",
     "Drift",
     "Egress",
     "FieldChange",
     "InvalidSourceSet",
     "Kind",
+    "ModelTool",
     "NamedTool",
+    "Node",
+    "NullNode",
+    "NullableNode",
+    "NumberNode",
+    "ObjectNode",
+    "Opaque",
     "Pin",
     "PinCheck",
     "PinFileError",
@@ -77,9 +111,12 @@ __all__ = [
     "SourceSet",
     "SourceState",
     "SourcesReport",
+    "StringNode",
+    "ToolGrammar",
     "ToolSourcesConfig",
     "ToolStatus",
     "ToolTable",
+    "ToolVerdict",
     "UnpinnableList",
     "UnpinnedReason",
     "canonical_bytes",
@@ -87,12 +124,17 @@ __all__ = [
     "canonical_text",
     "check_pin",
     "compare_tools",
+    "compile_schema",
     "decode_pin",
     "default_egress",
     "drift",
+    "effective_args",
     "encode_pin",
+    "hidden_in",
     "instructions_of",
     "is_server_id",
+    "kind_problems",
+    "kinded_values",
     "list_digest",
     "local_name",
     "make_pin",
@@ -104,11 +146,14 @@ __all__ = [
     "pin_file_name",
     "pin_source",
     "pin_tools",
+    "resolve_refs",
     "server_info_of",
     "sha256_hex",
     "sources_digest",
     "split_model_name",
     "split_wire_name",
     "tool_diff",
+    "tool_grammar",
+    "tool_verdicts",
     "wire_name",
 ]
