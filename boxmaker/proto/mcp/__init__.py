@@ -30,6 +30,7 @@ from ._client import (
     Write,
     max_line_bytes,
 )
+from ._cooldown import CoolDown
 from ._decl import (
     InvalidSourceSet,
     ServerDecl,
@@ -86,13 +87,22 @@ from ._pin import (
     instructions_of,
     list_digest,
     make_pin,
+    pin_challenge,
     pin_file_name,
     pin_source,
     pin_tools,
     server_info_of,
 )
 from ._profile import compile_schema
-from ._tool_view import ModelTool, ToolVerdict, hidden_in, resolve_refs, tool_verdicts
+from ._result import project, project_block
+from ._tool_view import (
+    ModelTool,
+    ToolVerdict,
+    hidden_in,
+    resolve_refs,
+    tool_verdicts,
+    tools_answer,
+)
 from ._validate import ArgProblem, ArgumentError
 
 __all__ = [
@@ -109,6 +119,7 @@ __all__ = [
     "CallTimedOut",
     "ClientProtocol",
     "ClientStateError",
+    "CoolDown",
     "Drift",
     "Egress",
     "EraDecided",
@@ -177,9 +188,12 @@ __all__ = [
     "parse_source_files",
     "parse_source_texts",
     "parse_tool_sources",
+    "pin_challenge",
     "pin_file_name",
     "pin_source",
     "pin_tools",
+    "project",
+    "project_block",
     "read_message",
     "resolve_refs",
     "server_info_of",
@@ -190,5 +204,6 @@ __all__ = [
     "tool_diff",
     "tool_grammar",
     "tool_verdicts",
+    "tools_answer",
     "wire_name",
 ]

@@ -15,6 +15,7 @@ file I/O is the file layer's.  Drift is `_drift.py`'s.  Pure: no I/O.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, Literal
@@ -337,3 +338,13 @@ def source_changes(pinned: PinSource, current: PinSource) -> list[str]:
     """The `source` fields that differ (`image` for a rebuilt image)."""
     old, new = pinned.to_json(), current.to_json()
     return [key for key in old if old[key] != new[key]]
+
+
+def pin_challenge(*, server: str, probe_id: int, digest: str,
+                  invalidates: Sequence[Mapping[str, Any]]) -> bytes:
+    """What a passkey signs to pin (12 "Pinning" step 3):
+    ``SHA-256(canonical({"mcp_pin": {"digest", "invalidates", "probe_id", "server"}}))``.
+    The probe id makes an assertion good for this pin only."""
+    return hashlib.sha256(canonical_bytes({"mcp_pin": {
+        "digest": digest, "invalidates": [dict(item) for item in invalidates],
+        "probe_id": probe_id, "server": server}})).digest()

@@ -23,6 +23,7 @@ import attrs
 
 from .._escape import MAX_MARKS, _is_hidden, is_mark
 from ._arguments import ToolGrammar, kind_problems, tool_grammar
+from ._canonical import canonical_bytes, canonical_sha256
 from ._decl import ServerDecl
 from ._names import NamedTool, model_name, name_tools, wire_name
 from ._nodes import pointer
@@ -176,3 +177,28 @@ def _verdict(decl: ServerDecl, mcp_name: str, raw: Mapping[str, Any], name: Name
     if decl.tools and mcp_name not in decl.tools:
         return verdict("filtered", None, "left out by the server's tools list")
     return verdict("offered", None, None, view)
+
+
+MAX_TOOLS_ANSWER: Final = 7 * 1024 * 1024
+
+
+def tools_answer(servers: Mapping[str, Mapping[str, ToolVerdict]], *,
+                 max_bytes: int = MAX_TOOLS_ANSWER) -> tuple[dict[str, Any], list[str]]:
+    """broker.sock's `tools` answer: the offered tools, servers in id order, tools in
+    local-name order, `digest` the hash of `items`; a server whose tools would make the
+    items longer than `max_bytes` is left out whole (returned second)."""
+    items: list[dict[str, Any]] = []
+    left_out: list[str] = []
+    used = 2
+    for server in sorted(servers):
+        offered = sorted((v for v in servers[server].values()
+                          if v.status == "offered" and v.view is not None),
+                         key=lambda v: v.local or "")
+        mine = [v.view.to_json() for v in offered if v.view is not None]
+        size = sum(len(canonical_bytes(item)) + 1 for item in mine)
+        if used + size > max_bytes:
+            left_out.append(server)
+            continue
+        used += size
+        items.extend(mine)
+    return {"digest": canonical_sha256(items), "items": items}, left_out

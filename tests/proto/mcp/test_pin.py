@@ -222,3 +222,15 @@ def test_decoding_does_not_change_the_raw_objects() -> None:
     tools = copy.deepcopy(TOOLS)
     pin_tools(tools, ["icons", "_meta"])
     assert tools == TOOLS
+
+
+def test_the_pin_challenge_is_the_passkey_form_and_bound_to_the_probe() -> None:
+    from boxmaker.proto._wire_passkey import challenge_of
+    from boxmaker.proto.mcp._pin import pin_challenge
+    invalidates = [{"grant": "git-log", "rule": "G11"}]
+    one = pin_challenge(server="git", probe_id=7, digest="a" * 64, invalidates=invalidates)
+    assert one == challenge_of({"mcp_pin": {"digest": "a" * 64, "invalidates": invalidates,
+                                            "probe_id": 7, "server": "git"}})
+    assert one != pin_challenge(server="git", probe_id=8, digest="a" * 64,
+                                invalidates=invalidates)
+    assert one != pin_challenge(server="git", probe_id=7, digest="a" * 64, invalidates=[])

@@ -97,3 +97,21 @@ def test_names_kinds_and_the_filter() -> None:
         "f": ("filtered", None)}
     found = verdicts(tools, '[mcp_server.tool."a.b"]\nalias = "c"\n')
     assert (found["a.b"].rule, found["c"].rule) == ("S16", "S16")
+
+
+def test_the_tools_answer_orders_digests_and_leaves_out_a_server_whole() -> None:
+    from boxmaker.proto.mcp._canonical import canonical_sha256
+    from boxmaker.proto.mcp._tool_view import tools_answer
+    a = verdicts([{"name": "z", "inputSchema": {"type": "object"}},
+                  {"name": "b", "inputSchema": {"type": "object"}},
+                  {"name": "bad\u200b", "inputSchema": {"type": "object"}}])
+    answer, left = tools_answer({"zz": a, "git": a})
+    names = [item["name"] for item in answer["items"]]
+    assert names == ["mcp.git.b", "mcp.git.z", "mcp.git.b", "mcp.git.z"]  # both built as git
+    assert answer["digest"] == canonical_sha256(answer["items"]) and left == []
+    one = len(tools_answer({"git": a})[0]["items"])
+    from boxmaker.proto.mcp._canonical import canonical_bytes
+    first = tools_answer({"git": a})[0]["items"]
+    bound = 2 + sum(len(canonical_bytes(item)) + 1 for item in first)
+    answer, left = tools_answer({"git": a, "zz": a}, max_bytes=bound)
+    assert left == ["zz"] and len(answer["items"]) == one
