@@ -109,11 +109,14 @@ async def podman_info_answer(podman: str, *, tries: int = INFO_TRIES,
     A podman whose lock a killed brokerd's containers still hold can fail once
     and answer a second later; the last failure is raised.
     """
+    deadline = trio.current_time() + _COMMAND_TIMEOUT_S  # all tries together
     for attempt in range(tries):
+        left = deadline - trio.current_time()
         try:
-            return await podman_command([podman, "info", "--format", "json"])
+            return await podman_command([podman, "info", "--format", "json"],
+                                        timeout_s=max(left, 0.001))
         except PodmanCommandError:
-            if attempt == tries - 1:
+            if attempt == tries - 1 or deadline - trio.current_time() <= pause_s:
                 raise
             await trio.sleep(pause_s * (attempt + 1))
     raise AssertionError("unreachable")  # pragma: no cover
