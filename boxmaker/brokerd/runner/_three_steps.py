@@ -109,6 +109,17 @@ async def remove_container(podman: str, name: str) -> None:
             env=child_environment(), capture_stdout=True, capture_stderr=True, check=False)
 
 
+async def reap(process: trio.Process) -> None:
+    """Kill `process` if it still runs, wait for it, close its pipes (shielded)."""
+    with trio.CancelScope(shield=True):
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        for pipe in (process.stdin, process.stdout, process.stderr):
+            if pipe is not None:
+                await pipe.aclose()
+
+
 @contextlib.asynccontextmanager
 async def prepared_container(
     podman: str, create_argv: Sequence[str], name: str, mounts: Sequence[MountIdentity]
@@ -199,12 +210,7 @@ async def run_captured(
             with trio.move_on_after(_KILL_GRACE_S):
                 await process.wait()
     finally:
-        with trio.CancelScope(shield=True):
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
-            for pipe in (process.stdin, process.stdout, process.stderr):
-                await pipe.aclose()
+        await reap(process)
     return Captured(
         returncode=None if timed_out else process.returncode,
         stdout=out[0], stderr=err[0], stdout_total=out[1], stderr_total=err[1],
