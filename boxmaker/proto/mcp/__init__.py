@@ -93,6 +93,7 @@ from ._pin import (
     pin_tools,
     server_info_of,
 )
+from ._pin_ledger import PinLedger
 from ._profile import compile_schema
 from ._result import project, project_block
 from ._tool_view import (
@@ -141,6 +142,7 @@ __all__ = [
     "Pin",
     "PinCheck",
     "PinFileError",
+    "PinLedger",
     "PinSource",
     "PinnedProtocol",
     "PinnedTool",
