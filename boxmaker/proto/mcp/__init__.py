@@ -47,6 +47,7 @@ from ._decl import (
 )
 from ._decl_tool import KINDS, Egress, Kind, ToolTable, default_egress
 from ._drift import Drift, FieldChange, ToolStatus, compare_tools, drift, tool_diff
+from ._grant_args import CONSTRAINT_KEYS, g10_problems, grant_problems
 from ._lines import LineViolation, read_message
 from ._names import (
     NamedTool,
@@ -107,6 +108,7 @@ from ._tool_view import (
 from ._validate import ArgProblem, ArgumentError
 
 __all__ = [
+    "CONSTRAINT_KEYS",
     "KINDS",
     "NO_DEFAULT",
     "PINNED_PROTOCOLS",
@@ -176,6 +178,8 @@ __all__ = [
     "drift",
     "effective_args",
     "encode_pin",
+    "g10_problems",
+    "grant_problems",
     "hidden_in",
     "instructions_of",
     "is_server_id",
