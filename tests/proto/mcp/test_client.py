@@ -11,6 +11,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from boxmaker.proto.mcp._client import (
     MAX_NOTICES,
@@ -460,3 +462,39 @@ def test_every_state_but_the_ends_has_a_way_out_and_the_ends_none() -> None:
     targets = set(TRANSITIONS.values())
     assert State.DONE not in sources and State.CLOSED not in sources
     assert sources | targets == set(State)
+
+
+# -- properties -----------------------------------------------------------------------------
+
+SESSION = (ok("bx-init", {"protocolVersion": "2025-11-25"})
+           + enc({"jsonrpc": "2.0", "method": "notifications/message", "params": {}})
+           + enc({"jsonrpc": "2.0", "id": 1, "method": "ping"})
+           + ok("bx-list-1", {"tools": [TOOL], "nextCursor": "x"})
+           + ok("bx-list-2", {"tools": [{**TOOL, "name": "u"}]}))
+
+
+def run(chunks: list[bytes]) -> list[Output]:
+    c = client()
+    out = c.start()
+    for chunk in chunks:
+        out += c.receive_data(chunk)
+    return out
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, len(SESSION)), max_size=12))
+def test_a_session_read_in_any_pieces_gives_the_same_outputs(cuts: list[int]) -> None:
+    points = sorted(set(cuts))
+    chunks = [SESSION[a:b] for a, b in zip([0, *points], [*points, len(SESSION)], strict=True)]
+    assert run(chunks) == run([SESSION])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=600), st.sampled_from(["auto", "2026-07-28", "2025-11-25"]))
+def test_arbitrary_bytes_only_ever_give_outputs(data: bytes, protocol: Any) -> None:
+    c = client(protocol)
+    c.start()
+    for piece in (data[: len(data) // 2], data[len(data) // 2:], b"\n"):
+        for output in c.receive_data(piece):
+            assert isinstance(output, (Write, EraDecided, Listed, Unavailable, RequestRefused))
+    c.receive_eof()
