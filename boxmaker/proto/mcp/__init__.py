@@ -102,6 +102,7 @@ from ._tool_view import (
     ToolVerdict,
     hidden_in,
     resolve_refs,
+    suggested_kinds,
     tool_verdicts,
     tools_answer,
 )
@@ -207,6 +208,7 @@ __all__ = [
     "sources_digest",
     "split_model_name",
     "split_wire_name",
+    "suggested_kinds",
     "tool_diff",
     "tool_grammar",
     "tool_verdicts",

@@ -202,3 +202,50 @@ def tools_answer(servers: Mapping[str, Mapping[str, ToolVerdict]], *,
         used += size
         items.extend(mine)
     return {"digest": canonical_sha256(items), "items": items}, left_out
+
+
+_PATH_SUFFIXES: Final = ("path", "file", "dir")
+
+
+def suggested_kinds(grammar: ToolGrammar, input_schema: Any) -> dict[str, str]:
+    """The kinds `bxctl mcp pin` suggests (never applies): ``format: uri`` suggests
+    `url`, ``format: hostname`` `host`, a name ending in path, file or dir `path`; for
+    string arguments (or arrays of them) of a profiled tool, by dotted name."""
+    if grammar.root is None:
+        return {}
+    out: dict[str, str] = {}
+
+    def string_of(node: Any) -> Any:
+        if not isinstance(node, dict):
+            return None
+        for word in ("anyOf", "oneOf"):
+            if isinstance(node.get(word), list):
+                alts = [a for a in node[word] if isinstance(a, dict) and a.get("type") != "null"]
+                return string_of(alts[0]) if len(alts) == 1 else None
+        kind = node.get("type")
+        if isinstance(kind, list):
+            kind = next((k for k in kind if k != "null"), None)
+        if kind == "array":
+            return string_of(node.get("items"))
+        return node if kind == "string" else None
+
+    def walk(node: Any, prefix: str) -> None:
+        props = node.get("properties") if isinstance(node, dict) else None
+        if not isinstance(props, dict):
+            return
+        for name, sub in props.items():
+            dotted = f"{prefix}{name}"
+            string = string_of(sub)
+            if string is not None:
+                fmt = string.get("format")
+                if fmt in ("uri", "url", "iri"):
+                    out[dotted] = "url"
+                elif fmt == "hostname":
+                    out[dotted] = "host"
+                elif name.lower().endswith(_PATH_SUFFIXES):
+                    out[dotted] = "path"
+            elif isinstance(sub, dict):
+                walk(sub, f"{dotted}.")
+
+    walk(resolve_refs(input_schema), "")
+    return out

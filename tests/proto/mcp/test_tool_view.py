@@ -115,3 +115,19 @@ def test_the_tools_answer_orders_digests_and_leaves_out_a_server_whole() -> None
     bound = 2 + sum(len(canonical_bytes(item)) + 1 for item in first)
     answer, left = tools_answer({"git": a, "zz": a}, max_bytes=bound)
     assert left == ["zz"] and len(answer["items"]) == one
+
+
+def test_suggested_kinds() -> None:
+    from boxmaker.proto.mcp._arguments import tool_grammar
+    from boxmaker.proto.mcp._tool_view import suggested_kinds
+    from tests.proto.mcp.test_profile import PYDANTIC_FETCH
+    schema = {"type": "object", "properties": {
+        "repo_path": {"type": "string"}, "files": {"type": "array", "items": {"type": "string"}},
+        "out_dir": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+        "server": {"type": "string", "format": "hostname"}, "count": {"type": "integer"},
+        "opts": {"type": "object", "properties": {"config_file": {"type": "string"}}}}}
+    assert suggested_kinds(tool_grammar(schema, None), schema) == {
+        "repo_path": "path", "out_dir": "path", "server": "host", "opts.config_file": "path"}
+    assert suggested_kinds(tool_grammar(PYDANTIC_FETCH, None), PYDANTIC_FETCH) == {"url": "url"}
+    opaque = {"type": "object", "not": {}, "properties": {"p": {"type": "string"}}}
+    assert suggested_kinds(tool_grammar(opaque, None), opaque) == {}
