@@ -105,6 +105,7 @@ from ._tool_view import (
     suggested_kinds,
     tool_verdicts,
     tools_answer,
+    unused_entries,
 )
 from ._validate import ArgProblem, ArgumentError
 
@@ -213,5 +214,6 @@ __all__ = [
     "tool_grammar",
     "tool_verdicts",
     "tools_answer",
+    "unused_entries",
     "wire_name",
 ]

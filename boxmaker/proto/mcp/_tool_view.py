@@ -249,3 +249,10 @@ def suggested_kinds(grammar: ToolGrammar, input_schema: Any) -> dict[str, str]:
 
     walk(resolve_refs(input_schema), "")
     return out
+
+
+def unused_entries(decl: ServerDecl, pin: Pin) -> tuple[list[str], list[str]]:
+    """`tools` entries and tool tables naming a tool the pin does not have (not a
+    problem: `bxctl mcp show` lists them as unused), each sorted."""
+    names = {tool.name for tool in pin.tools}
+    return (sorted(set(decl.tools) - names), sorted(set(decl.tool_tables) - names))

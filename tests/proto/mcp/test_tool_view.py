@@ -131,3 +131,17 @@ def test_suggested_kinds() -> None:
     assert suggested_kinds(tool_grammar(PYDANTIC_FETCH, None), PYDANTIC_FETCH) == {"url": "url"}
     opaque = {"type": "object", "not": {}, "properties": {"p": {"type": "string"}}}
     assert suggested_kinds(tool_grammar(opaque, None), opaque) == {}
+
+
+def test_unused_entries_are_listed_not_refused() -> None:
+    from boxmaker.proto.mcp._decl import SourceSet, parse_source_texts
+    from boxmaker.proto.mcp._tool_view import unused_entries
+    text = (f'[[mcp_server]]\nid = "git"\nimage = "{IMAGE}"\ncommand = ["/bin/srv"]\n'
+            'label = "private"\ntools = ["t", "gone"]\n[mcp_server.tool.old]\nopaque = true\n')
+    state = parse_source_texts({"a.toml": text})
+    assert isinstance(state, SourceSet)
+    decl = state.servers["git"]
+    pin = make_pin(server="git", protocol="2025-11-25", source=pin_source(decl),
+                   tools=pin_tools([{"name": "t"}], ()), server_info=None, instructions=None,
+                   pinned_at="2026-12-02T09:00:00.000000Z", by=0)
+    assert unused_entries(decl, pin) == (["gone"], ["old"])
