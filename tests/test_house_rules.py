@@ -336,7 +336,7 @@ def test_relative_imports_are_resolved() -> None:
     assert any(t.startswith("boxmaker.brokerd.") for t in GRAPH["boxmaker.brokerd._serve"])
     assert "boxmaker._protected" in GRAPH["boxmaker.brokerd.runner._mounts"]
     assert len(MODULES) > 100
-    assert _trio_path("boxmaker._streams") == ["boxmaker._streams"]
+    assert _trio_path("boxmaker._sockets._streams") == ["boxmaker._sockets._streams"]
     chain = _trio_path("boxmaker.bxctl._grants_all")  # through its subcommands
     assert chain is not None and len(chain) > 1
     assert _trio_path("boxmaker.bxctl._cli") is None  # lazy: its subcommands are not imported
