@@ -225,8 +225,8 @@ def test_decoding_does_not_change_the_raw_objects() -> None:
 
 
 def test_the_pin_challenge_is_the_passkey_form_and_bound_to_the_probe() -> None:
-    from boxmaker.proto._wire_passkey import challenge_of
     from boxmaker.proto.mcp._pin import pin_challenge
+    from boxmaker.proto.wire._wire_passkey import challenge_of
     invalidates = [{"grant": "git-log", "rule": "G11"}]
     one = pin_challenge(server="git", probe_id=7, digest="a" * 64, invalidates=invalidates)
     assert one == challenge_of({"mcp_pin": {"digest": "a" * 64, "invalidates": invalidates,
