@@ -95,6 +95,7 @@ from ._pin import (
     server_info_of,
 )
 from ._pin_ledger import PinLedger
+from ._probe import probe_tools
 from ._profile import compile_schema
 from ._result import project, project_block
 from ._tool_view import (
@@ -200,6 +201,7 @@ __all__ = [
     "pin_file_name",
     "pin_source",
     "pin_tools",
+    "probe_tools",
     "project",
     "project_block",
     "read_message",
