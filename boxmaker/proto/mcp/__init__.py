@@ -30,6 +30,7 @@ from ._client import (
     Write,
     max_line_bytes,
 )
+from ._constraints import ArgMatch, argument_value, constraint_holds
 from ._cooldown import CoolDown
 from ._decl import (
     InvalidSourceSet,
@@ -116,6 +117,7 @@ __all__ = [
     "NO_DEFAULT",
     "PINNED_PROTOCOLS",
     "TRANSITIONS",
+    "ArgMatch",
     "ArgProblem",
     "ArgumentError",
     "ArrayNode",
@@ -170,12 +172,14 @@ __all__ = [
     "UnpinnableList",
     "UnpinnedReason",
     "Write",
+    "argument_value",
     "canonical_bytes",
     "canonical_sha256",
     "canonical_text",
     "check_pin",
     "compare_tools",
     "compile_schema",
+    "constraint_holds",
     "decode_pin",
     "default_egress",
     "drift",
