@@ -48,6 +48,7 @@ from ._decl import (
 )
 from ._decl_tool import KINDS, Egress, Kind, ToolTable, default_egress
 from ._drift import Drift, FieldChange, ToolStatus, compare_tools, drift, tool_diff
+from ._egress_rule import Allowance, allowance
 from ._grant_args import CONSTRAINT_KEYS, g10_problems, grant_problems
 from ._lines import LineViolation, read_message
 from ._names import (
@@ -117,6 +118,7 @@ __all__ = [
     "NO_DEFAULT",
     "PINNED_PROTOCOLS",
     "TRANSITIONS",
+    "Allowance",
     "ArgMatch",
     "ArgProblem",
     "ArgumentError",
@@ -172,6 +174,7 @@ __all__ = [
     "UnpinnableList",
     "UnpinnedReason",
     "Write",
+    "allowance",
     "argument_value",
     "canonical_bytes",
     "canonical_sha256",
