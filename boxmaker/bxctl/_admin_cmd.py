@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 import click
@@ -34,6 +35,7 @@ from ..proto._wire_admin import (
     Status,
     StatusRequest,
 )
+from ..proto.tools import CATALOGUE
 from ._admin_client import DaemonUnreachable, request
 from ._app import App, pass_app, text_arg
 from ._checkpoint_status import checkpoint_lines
@@ -134,9 +136,15 @@ def render_approval(approval: Approval, now: dt.datetime | None = None,
         *wrap_own([(f"  session  {approval.session} · label {approval.state.label} "
                     f"· {trust}", False)], width, _FIELD_HEAD),
     ]
+    entry = CATALOGUE.get(approval.tool)
+    block = _BLOCKS.get(entry.approval if entry is not None else "args", _arg_rows)
+    return lines + block(approval, width, value_indent)
+
+
+def _arg_rows(approval: Approval, width: int, value_indent: str) -> list[str]:
+    """The `args` block: one row per argument, in key order, each value escaped."""
     args = approval.args
-    if not args:
-        lines.append("  args     (none)")
+    lines = [] if args else ["  args     (none)"]
     keys = {key: escape_line(key) for key in args}
     key_width = max((len(k) for k in keys.values()), default=0)
     for index, key in enumerate(sorted(args)):
@@ -147,6 +155,9 @@ def render_approval(approval: Approval, now: dt.datetime | None = None,
 
 
 _FIELD_HEAD = " " * len("  args     ")
+_BLOCKS: dict[str, Callable[[Approval, int, str], list[str]]] = {"args": _arg_rows}
+"""How each catalogue `approval` block is shown; one not here (run_command's `command`,
+which comes with that tool) is shown as `args`."""
 
 
 def _status_lines(status: Status) -> list[str]:

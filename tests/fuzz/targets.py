@@ -44,7 +44,6 @@ from boxmaker.loopd._config import resolve as resolve_loopd
 from boxmaker.loopd._conversations import Message
 from boxmaker.policy import _grants
 from boxmaker.proto import DecodeError, FrameDecoder, FrameError, decode, encode, encode_frame
-from boxmaker.proto._args import TOOLS, ArgsError, parse_args
 from boxmaker.proto._audit import encode_record, event_key, parse_record
 from boxmaker.proto._audit_scan import check_record_line
 from boxmaker.proto._chain_report import report_json
@@ -68,6 +67,7 @@ from boxmaker.proto._wire_loop import (
     encode_loop_frame,
     encode_loop_request,
 )
+from boxmaker.proto.tools import CATALOGUE, ArgsError, parse_args
 from boxmaker.toolkit.__main__ import _parse_request as parse_toolkit_request
 from boxmaker.toolkit._errors import ToolError
 
@@ -391,7 +391,7 @@ def tool_args(data: bytes) -> None:
     except DecodeError:
         return
     tool, args = document.get("tool"), document.get("args")
-    if tool not in TOOLS or not isinstance(args, dict):
+    if tool not in CATALOGUE or not isinstance(args, dict):
         return
     try:
         parsed = parse_args(tool, args)
