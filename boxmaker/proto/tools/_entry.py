@@ -10,7 +10,7 @@ and what the model is told.  Nothing here names a tool; the entries are in
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, Literal
 
 import attrs
@@ -117,7 +117,10 @@ class Tool:
     args: tuple[Arg, ...]
     args_class: type[Any] | None
     """The strict class the converter structures the arguments into (None while
-    the tool is not yet available: its parser is built elsewhere)."""
+    the tool is not yet available, or when `parser` does the work)."""
+    parser: Callable[[Mapping[str, Any]], Any] | None = None
+    """A parser of its own, used instead of the converter: the arguments' JSON object
+    to its typed value, or `ArgsError` (run_command's argv rules)."""
     result: tuple[ResultField, ...]
     runs_on: RunsOn
     approval: ApprovalBlock
@@ -144,7 +147,7 @@ class Tool:
         names = [a.name for a in self.args]
         if len(set(names)) != len(names):
             raise ValueError(f"{self.name}: an argument is named twice")
-        if self.available and self.args_class is None:
+        if self.available and self.args_class is None and self.parser is None:
             raise ValueError(f"{self.name}: an available tool has its argument class")
         if len([a for a in self.args if a.kind in TARGET_KINDS]) > 1:
             raise ValueError(f"{self.name}: at most one target argument")

@@ -29,14 +29,19 @@ def _size_words(limit: int) -> str:
 def parse_args(tool: str, args: Mapping[str, Any]) -> ParsedArgs:
     """Structure and check `args` for `tool` (an available tool); raise ArgsError."""
     entry = CATALOGUE.get(tool)
-    if entry is None or entry.args_class is None:
+    if entry is None:
         raise ValueError(f"not a tool: {tool!r}")  # our bug: D1 comes first
     if type(args) is not dict:
         raise ArgsError("arguments: expected a JSON object")
-    try:
-        typed: ToolArgs = structure(args, entry.args_class)
-    except DecodeError as exc:
-        raise ArgsError(f"arguments of {tool}: {exc}") from None
+    typed: ToolArgs
+    if entry.parser is not None:
+        typed = entry.parser(args)
+    else:
+        assert entry.args_class is not None
+        try:
+            typed = structure(args, entry.args_class)
+        except DecodeError as exc:
+            raise ArgsError(f"arguments of {tool}: {exc}") from None
     path: str | None = None
     url: Url | None = None
     for arg in entry.args:

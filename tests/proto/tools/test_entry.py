@@ -111,3 +111,10 @@ def test_a_catalogue_refuses_a_name_twice_and_misplaced_planned_tools() -> None:
         Catalogue((_tool(available=False),))
     with pytest.raises(ValueError, match="planned"):
         Catalogue((), (_tool(),))
+
+
+def test_a_tool_may_bring_a_parser_of_its_own() -> None:
+    def parse(args: object) -> object:
+        return args
+
+    assert _tool(args_class=None, parser=parse).parser is parse

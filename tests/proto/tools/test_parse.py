@@ -127,3 +127,23 @@ def test_method_is_the_only_optional_field() -> None:
             partial = {k: v for k, v in required.items() if k != field}
             with pytest.raises(ArgsError, match="required field"):
                 parse_args(tool, partial)
+
+
+def test_a_tools_own_parser_is_used_and_its_kinds_still_checked(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from boxmaker.proto.tools import Arg, Catalogue, Tool, _parse
+
+    def parse(args: Any) -> ReadFileArgs:
+        if set(args) != {"where"}:
+            raise ArgsError("arguments of peek: where only")
+        return ReadFileArgs(path=args["where"])
+
+    tool = Tool(name="peek", summary="s", args=(Arg(name="path", kind="path"),),
+                args_class=None, parser=parse, result=(), runs_on="files", approval="args",
+                entries="paths", reads=True, untrusted=False, description="d")
+    monkeypatch.setattr(_parse, "CATALOGUE", Catalogue((tool,)))
+    assert parse_args("peek", {"where": "/a"}).path == "/a"
+    with pytest.raises(ArgsError, match="where only"):
+        parse_args("peek", {"path": "/a"})
+    with pytest.raises(ArgsError, match="path grammar"):
+        parse_args("peek", {"where": "a/b"})
