@@ -64,3 +64,11 @@ def test_run_command_is_described_but_not_available() -> None:
         ("argv", "argv", True), ("cwd", "path", True), ("stdin", "text", False)]
     with pytest.raises(ValueError, match="not a tool"):
         parse_args("run_command", {"argv": ["true"], "cwd": "/tmp"})
+
+
+def test_the_public_face_exports_what_exists_and_nothing_private() -> None:
+    import boxmaker.proto.tools as face
+
+    assert len(set(face.__all__)) == len(face.__all__)
+    for item in face.__all__:
+        assert not item.startswith("_") and hasattr(face, item), item
