@@ -260,21 +260,21 @@ def _without_row(text: str, name: str) -> str:
 def test_a_module_missing_from_its_table_is_found() -> None:
     text = _without_row(design_text(), "_audit_writer.py")
     assert table_problems(read_page(text), PACKAGE) == [
-        "boxmaker/brokerd/_audit_writer.py is named 0 times in its table"]
+        "boxmaker/brokerd/log/_audit_writer.py is named 0 times in its table"]
 
 
 def test_a_module_named_twice_is_found() -> None:
     text = design_text().replace("| `_audit_writer.py` |",
                                  "| `_audit_writer.py`, `_audit_writer.py` |", 1)
     assert table_problems(read_page(text), PACKAGE) == [
-        "boxmaker/brokerd/_audit_writer.py is named 2 times in its table"]
+        "boxmaker/brokerd/log/_audit_writer.py is named 2 times in its table"]
 
 
 def test_a_table_row_for_a_file_that_moved_is_found() -> None:
     text = design_text().replace("| `_audit_writer.py` |",
                                  "| `_audit_writer.py`, `_sockets.py` |", 1)
     [problem] = table_problems(read_page(text), PACKAGE)
-    assert problem.endswith("boxmaker/brokerd/_sockets.py does not exist")
+    assert problem.endswith("boxmaker/brokerd/log/_sockets.py does not exist")
 
 
 def test_a_missing_table_is_found() -> None:
@@ -305,7 +305,7 @@ def test_a_wrong_layer_is_found() -> None:
     text = text.replace("| `_taint.py` | pure |", "| `_taint.py` | sans-IO |", 1)
     problems = [p.split(": ", 1)[1] for p in layer_problems(read_page(text), PACKAGE)]
     assert problems == [
-        "boxmaker/brokerd/_audit_writer.py is pure but imports trio or defines a coroutine",
+        "boxmaker/brokerd/log/_audit_writer.py is pure but imports trio or defines a coroutine",
         "boxmaker/policy/_grants.py is trio but neither awaits nor imports trio",
         "boxmaker/proto/_taint.py's layer 'sans-IO' is not one of ('pure', 'files', 'trio')",
     ]

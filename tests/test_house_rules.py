@@ -15,7 +15,13 @@ ones resolved, every one counted wherever it stands (in a function, under
    ``BaseException`` or nothing (bare) must re-raise (a ``raise`` in its
    body), or use what it caught (``as exc`` and a use of ``exc``), or log it
    (a ``.exception(...)`` call, or a call with ``exc_info=``).
-6. One tool catalogue (issue 25): outside ``boxmaker/proto/tools/_catalogue.py``
+6. Nothing outside proto/ imports a private module of a room of proto/
+   (``proto/wire/``, ``proto/audit/``, ``proto/tlog/``, ``proto/tools/``): it
+   imports the room's face (issue 24).
+7. A daemon's socket client module ends in ``_client``: a module of a daemon
+   package that imports the framed client or opens a Unix socket (but in a
+   ``*_check`` probe); no module ends in ``_port`` (issue 24).
+8. One tool catalogue (issue 25): outside ``boxmaker/proto/tools/_catalogue.py``
    no comparison, dict key or ``match`` case is a string constant equal to a
    tool's name (docstrings are neither).
 
@@ -329,7 +335,108 @@ def test_the_swallow_rule_is_the_one_written_down(source: str, swallowed: bool) 
     assert bool(_swallows(ast.parse(source))) is swallowed
 
 
-# -- rule 6: one tool catalogue (issue 25) ----------------------------------------------------
+# -- the reader itself ------------------------------------------------------------------------
+
+
+def test_relative_imports_are_resolved() -> None:
+    """A sample of known edges, so that a reader that finds nothing cannot pass."""
+    assert "boxmaker.proto._json" in GRAPH["boxmaker.proto._convert"]
+    assert "boxmaker.proto._errors" in GRAPH["boxmaker.proto._convert"]
+    assert any(t.startswith("boxmaker.brokerd.") for t in GRAPH["boxmaker.brokerd._serve"])
+    assert "boxmaker._protected" in GRAPH["boxmaker.brokerd.runner._mounts"]
+    assert len(MODULES) > 100
+    assert _trio_path("boxmaker._sockets._streams") == ["boxmaker._sockets._streams"]
+    chain = _trio_path("boxmaker.bxctl._grants_all")  # through its subcommands
+    assert chain is not None and len(chain) > 1
+    assert _trio_path("boxmaker.bxctl._cli") is None  # lazy: its subcommands are not imported
+    assert _daemon("boxmaker.brokerd.runner._podman") == "brokerd"
+    assert _daemon("boxmaker._brokerd_config") is None
+
+
+# -- rule 6 ---------------------------------------------------------------------------------
+
+ROOMS = ("boxmaker.proto.wire", "boxmaker.proto.audit", "boxmaker.proto.tlog",
+         "boxmaker.proto.tools")
+
+
+def _private_room_module(name: str) -> bool:
+    """`boxmaker.proto.wire._wire_broker` is; the face `boxmaker.proto.wire` is not."""
+    room, _, leaf = name.rpartition(".")
+    return room in ROOMS and leaf.startswith("_")
+
+
+def _reaches_into_rooms(module: Module) -> list[str]:
+    found: list[str] = []
+    for target, line in _imports(module):
+        ours = _ours(target) if target.startswith("boxmaker") else None
+        if ours is not None and _private_room_module(ours):
+            found.append(f"{module.rel}:{line} {ours}")
+    return found
+
+
+def test_nothing_outside_proto_reaches_into_a_room() -> None:
+    """Daemons and shared modules import a room of proto/ through its face (issue 24)."""
+    found = [hit for name in MODULES if not name.startswith("boxmaker.proto.")
+             for hit in _reaches_into_rooms(MODULES[name])]
+    assert found == []
+
+
+def test_the_room_rule_sees_a_reach() -> None:
+    assert _private_room_module("boxmaker.proto.wire._wire_broker")
+    assert not _private_room_module("boxmaker.proto.wire")
+    assert not _private_room_module("boxmaker.proto._convert")
+    assert GRAPH["boxmaker.proto.wire"] <= {n for n in MODULES
+                                            if n.startswith("boxmaker.proto.")}
+    assert any(t == "boxmaker.proto.wire" for t in GRAPH["boxmaker.brokerd._broker"])
+    doctored = Module("boxmaker.brokerd._doctored", ROOT / "brokerd" / "_doctored.py",
+                      ast.parse("from ..proto.wire._wire import format_ts\n"
+                                "from ..proto.wire import Call\n"))
+    assert _reaches_into_rooms(doctored) == [
+        "boxmaker/brokerd/_doctored.py:1 boxmaker.proto.wire._wire"]
+
+
+# -- rule 7 ---------------------------------------------------------------------------------
+
+
+def _opens_a_socket(module: Module) -> list[int]:
+    """Lines where `module` is a socket client: it imports the framed client, or calls
+    ``open_unix_socket`` outside a function whose name says it only checks (``*_check``)."""
+    lines = [line for target, line in _imports(module)
+             if target == "boxmaker._sockets._framed_client"]
+
+    def visit(node: ast.AST, checking: bool) -> None:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            checking = node.name.endswith("_check")
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "open_unix_socket" and not checking):
+            lines.append(node.lineno)
+        for child in ast.iter_child_nodes(node):
+            visit(child, checking)
+
+    visit(module.tree, False)
+    return lines
+
+
+def test_socket_clients_end_in_client() -> None:
+    """One suffix for a daemon's socket client (issue 24): `_broker_client`, `_admin_client`.
+
+    Shared transports (`boxmaker._sockets`, `boxmaker._http`) are not a daemon's client."""
+    found = [f"{m.rel}:{line}" for name, m in MODULES.items()
+             if _daemon(name) is not None
+             and not name.rpartition(".")[2].endswith("_client")
+             for line in _opens_a_socket(m)]
+    assert found == []
+    assert not [m.rel for m in MODULES.values() if m.path.stem.endswith("_port")]
+
+
+def test_the_client_rule_sees_the_clients() -> None:
+    clients = {name for name, m in MODULES.items() if _opens_a_socket(m)}
+    assert {"boxmaker.loopd._broker_client", "boxmaker.approvals._admin_client",
+            "boxmaker.bxctl._admin_client", "boxmaker.bxctl._loop_client"} <= clients
+    assert "boxmaker.loopd._serve" not in clients  # its broker check only probes
+
+
+# -- rule 8: one tool catalogue (issue 25) ----------------------------------------------------
 
 CATALOGUE_MODULE = "boxmaker.proto.tools._catalogue"
 """The one module that names a tool."""
@@ -403,21 +510,3 @@ def test_no_module_but_the_catalogue_names_a_tool() -> None:
 def test_the_tool_name_rule_is_the_one_written_down(source: str, lines: list[int]) -> None:
     names = frozenset({"read_file", "list_dir", "write_file", "http_fetch", "echo"})
     assert _tool_name_uses(ast.parse(source), names) == lines
-
-
-# -- the reader itself ------------------------------------------------------------------------
-
-
-def test_relative_imports_are_resolved() -> None:
-    """A sample of known edges, so that a reader that finds nothing cannot pass."""
-    assert "boxmaker.proto._json" in GRAPH["boxmaker.proto._convert"]
-    assert "boxmaker.proto._errors" in GRAPH["boxmaker.proto._convert"]
-    assert any(t.startswith("boxmaker.brokerd.") for t in GRAPH["boxmaker.brokerd._serve"])
-    assert "boxmaker._protected" in GRAPH["boxmaker.brokerd.runner._mounts"]
-    assert len(MODULES) > 100
-    assert _trio_path("boxmaker._streams") == ["boxmaker._streams"]
-    chain = _trio_path("boxmaker.bxctl._grants_all")  # through its subcommands
-    assert chain is not None and len(chain) > 1
-    assert _trio_path("boxmaker.bxctl._cli") is None  # lazy: its subcommands are not imported
-    assert _daemon("boxmaker.brokerd.runner._podman") == "brokerd"
-    assert _daemon("boxmaker._brokerd_config") is None

@@ -15,9 +15,8 @@ from typing import Literal
 
 from ..policy._model import Grant
 from ..proto._escape import escape_line
-from ..proto._wire_admin import Status
-from ..proto._wire_loop import LoopStatus
 from ..proto.tools import CATALOGUE
+from ..proto.wire import LoopStatus, Status
 
 SUMMARY_MAX = 240
 

@@ -38,8 +38,8 @@ import attrs
 
 from ..proto._escape import escape_line
 from ..proto._grammar import Url, parse_url
-from ..proto._history import HistoryApproval, HistoryCall
 from ..proto._taint import Label, max_label
+from ..proto.audit import HistoryApproval, HistoryCall
 from ..proto.tools import CATALOGUE
 from ._decision import ProtectedPaths
 from ._grants import parse_grant_texts

@@ -28,8 +28,8 @@ from boxmaker.policy._grants import parse_grant_texts
 from boxmaker.policy._model import GrantSet
 from boxmaker.policy._replay import Change, Redecided, Redecider, ReplayTally
 from boxmaker.policy._verdict import fast_target, parse_call_args
-from boxmaker.proto._history import HistoryCall
 from boxmaker.proto._taint import LABELS, Taint
+from boxmaker.proto.audit._history import HistoryCall
 from boxmaker.proto.tools import CATALOGUE, ArgsError, parse_args
 
 # Grant paths in a few levels, so that a request is covered at several depths, and
