@@ -20,6 +20,7 @@ from ..proto._convert import U64, U64_MAX, unstructure
 from ..proto._escape import escape_line
 from ..proto._json import dumps, dumps_terminal
 from ..proto._taint import LABELS, Label, Taint
+from ..proto.tools import CATALOGUE
 from ..proto.wire import (
     AdminAnswer,
     AdminRequestBody,
@@ -37,7 +38,6 @@ from ..proto.wire import (
     StatusRequest,
     parse_ts,
 )
-from ..proto.tools import CATALOGUE
 from ._admin_client import DaemonUnreachable, request
 from ._app import App, pass_app, text_arg
 from ._checkpoint_status import checkpoint_lines

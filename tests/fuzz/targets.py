@@ -49,6 +49,7 @@ from boxmaker.proto.audit._audit import encode_record, event_key, parse_record
 from boxmaker.proto.audit._audit_scan import check_record_line
 from boxmaker.proto.audit._chain_report import report_json
 from boxmaker.proto.audit._verify import ChainVerifier
+from boxmaker.proto.tools import CATALOGUE, ArgsError, parse_args
 from boxmaker.proto.wire._wire_admin import (
     decode_admin_answer,
     decode_admin_request,
@@ -67,7 +68,6 @@ from boxmaker.proto.wire._wire_loop import (
     encode_loop_frame,
     encode_loop_request,
 )
-from boxmaker.proto.tools import CATALOGUE, ArgsError, parse_args
 from boxmaker.toolkit.__main__ import _parse_request as parse_toolkit_request
 from boxmaker.toolkit._errors import ToolError
 
