@@ -447,7 +447,8 @@ ALLOWED_TOOL_NAMES: frozenset[tuple[str, int]] = frozenset()
 
 def _tool_name_uses(tree: ast.AST, names: frozenset[str]) -> list[int]:
     """Lines where a string constant equal to a tool name is compared with (an operand
-    of a comparison, or an item of a literal tuple, list or set compared with), a dict
+    of a comparison, or an item of a literal tuple, list or set, or of ``frozenset(...)``,
+    ``set(...)`` or ``tuple(...)`` of one, compared with), a dict
     key, a keyword of ``dict(...)`` or a ``match`` case.  Docstrings are not looked at:
     they are neither."""
 
@@ -456,6 +457,9 @@ def _tool_name_uses(tree: ast.AST, names: frozenset[str]) -> list[int]:
             return isinstance(node.value, str) and node.value in names
         if isinstance(node, ast.Tuple | ast.List | ast.Set):
             return any(named(item) for item in node.elts)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id in ("frozenset", "set", "tuple") and node.args:
+            return named(node.args[0])
         return False
 
     found: set[int] = set()
@@ -495,6 +499,7 @@ def test_no_module_but_the_catalogue_names_a_tool() -> None:
         ('ok = "echo" != kind\n', [1]),
         ('ok = tool in ("read_file", "list_dir")\n', [1]),
         ('ok = tool not in {"http_fetch"}\n', [1]),
+        ('ok = tool in frozenset({"list_dir"})\n', [1]),
         ('VERBS = {\n    "write_file": "writes",\n}\n', [2]),
         ('VERBS = dict(list_dir="lists")\n', [1]),
         ('match tool:\n    case "http_fetch":\n        pass\n', [2]),

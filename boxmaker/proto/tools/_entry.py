@@ -227,7 +227,7 @@ class Catalogue:
         return iter(self.tools)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._by_name
+        return isinstance(name, str) and name in self._by_name
 
     def get(self, name: str) -> Tool | None:
         """The available tool of that name, or None (D1: `unknown_tool`)."""

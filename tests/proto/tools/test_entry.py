@@ -95,6 +95,7 @@ def test_the_catalogues_sets_and_lookups() -> None:
     assert list(catalogue) == [peek, fetch, note]
     assert catalogue.get("grab") is fetch and catalogue["note"] is note
     assert "peek" in catalogue and "later" not in catalogue and catalogue.get("later") is None
+    assert ["peek"] not in catalogue and None not in catalogue  # not a name: not a tool
     assert catalogue.planned("later") is later and catalogue.planned("peek") is None
     assert catalogue.every_name == {"peek", "grab", "note", "later"}
     assert catalogue.path_tools == {"peek"} and catalogue.host_tools == ("grab",)
