@@ -88,6 +88,8 @@ class Mount:
     source: str
     destination: str
     read_only: bool
+    noexec: bool = True
+    """False only for run_command's grant entries (a test suite runs its tree's scripts)."""
 
     def argument(self) -> str:
         """The value of podman's ``--mount`` for this mount."""
@@ -101,8 +103,9 @@ class Mount:
             "bind-nonrecursive=true",
             "nosuid",
             "nodev",
-            "noexec",
         ]
+        if self.noexec:
+            parts.append("noexec")
         return ",".join(parts)
 
 
