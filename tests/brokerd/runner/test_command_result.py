@@ -31,7 +31,7 @@ def test_plain() -> None:
         "exit": 0, "stdout": "hello\n", "stdout_encoding": "utf-8", "stdout_bytes": 6,
         "stderr": "", "stderr_encoding": "utf-8", "stderr_bytes": 0, "truncated": False,
     }
-    assert list(run())[0] == "exit"
+    assert next(iter(run())) == "exit"
 
 
 def test_exit_codes_are_the_programs() -> None:
@@ -69,7 +69,7 @@ def test_stderr_is_cut_first() -> None:
     assert got["stdout"] == "o" * 2048
     assert 0 < len(got["stderr"]) < 2048 and got["truncated"] is True
     assert len(dumps_bytes(got)) == CAP or len(dumps_bytes(got)) == CAP - 1
-    quoted = run("\x01".encode() * 2048, "\x01".encode() * 2048)  # 6 bytes per char in JSON
+    quoted = run(b"\x01" * 2048, b"\x01" * 2048)  # 6 bytes per char in JSON
     assert quoted["stderr"] == "" and 0 < len(quoted["stdout"]) < 2048
 
 
