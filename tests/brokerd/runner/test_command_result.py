@@ -110,16 +110,22 @@ def test_properties(out: bytes, err: bytes, extra_out: int, extra_err: int, cap:
     assert size <= cap
     assert (got["stdout_bytes"], got["stderr_bytes"]) == (out_total, err_total)
 
-    def raw(stream: str) -> bytes:
-        if got[f"{stream}_encoding"] == "base64":
-            return base64.b64decode(got[stream])
-        text: str = got[stream]
+    def raw(answer: dict[str, Any], stream: str) -> bytes:
+        if answer[f"{stream}_encoding"] == "base64":
+            return base64.b64decode(answer[stream])
+        text: str = answer[stream]
         return text.encode("utf-8")
 
-    got_out, got_err = raw("stdout"), raw("stderr")
+    got_out, got_err = raw(got, "stdout"), raw(got, "stderr")
     assert out.startswith(got_out) and err.startswith(got_err)
+    # Step 1 alone (a cap too large to cut anything): what the fit starts from.
+    uncut = run(out, err, out_total=out_total, err_total=err_total, cap=1 << 24)
+    avail_out, avail_err = raw(uncut, "stdout"), raw(uncut, "stderr")
+    assert len(out) - len(avail_out) <= (3 if extra_out else 0)
+    assert (got["stdout_encoding"], got["stderr_encoding"]) == (
+        uncut["stdout_encoding"], uncut["stderr_encoding"])
+    assert avail_out.startswith(got_out) and avail_err.startswith(got_err)
     complete = got_out == out and got_err == err
     assert got["truncated"] is (stopped or not complete or extra_out > 0 or extra_err > 0)
-    if got_out != out and not (got["stdout_encoding"] == "utf-8" and len(out) - len(got_out) <= 3
-                               and extra_out > 0 and got_err == err):
+    if got_out != avail_out:
         assert got_err == b""  # stdout is cut only once stderr is gone
