@@ -36,6 +36,7 @@ import attrs
 
 from ..proto._escape import escape_line
 from ..proto._grammar import is_below, path_problem
+from ._decision import ProtectedPaths
 from ._model import STRICTNESS, Mode
 
 Rest = Literal["none", "no_options", "paths", "any"]
@@ -180,6 +181,23 @@ def command_winner(
         ):
             winner, top = found, key
     return winner
+
+
+def command_protected(
+    cwd: str, matches: Iterable[CommandMatch], protected: ProtectedPaths
+) -> tuple[str, str] | None:
+    """D2b for run_command: ``(path, protected base)`` for `cwd`, or else the first
+    joined ``rest = "paths"`` token of any matching grant, under a protected path;
+    None when none is.  (Such a call is denied `protected`, whichever grant wins.)"""
+    base = protected.covering(cwd)
+    if base is not None:
+        return cwd, base
+    for found in matches:
+        for path in found.path_tokens:
+            base = protected.covering(path)
+            if base is not None:
+                return path, base
+    return None
 
 
 # -- explain ------------------------------------------------------------------------------

@@ -213,3 +213,17 @@ def test_explain_agrees_with_match(
     explained = explain_command(g, argv, cwd)
     assert explained.match == found
     assert (found is not None) == (explained.cwd_ok and any(p.matched for p in explained.prefixes))
+
+
+def test_d2b_cwd_and_path_tokens() -> None:
+    from boxmaker.policy._commands import command_protected
+    from boxmaker.policy._decision import ProtectedPaths
+
+    protected = ProtectedPaths.of(["/home/me/src/.boxmaker"])
+    cat = grant(_prefix("cat"), rest="paths")
+    found = command_matches([cat], ["cat", "ok", ".boxmaker/key"], CWD)
+    assert command_protected(CWD, found, protected) == (
+        "/home/me/src/.boxmaker/key", "/home/me/src/.boxmaker")
+    assert command_protected(CWD + "/.boxmaker", [], protected) == (
+        CWD + "/.boxmaker", "/home/me/src/.boxmaker")
+    assert command_protected(CWD, command_matches([cat], ["cat", "ok"], CWD), protected) is None
