@@ -94,10 +94,11 @@ def run(image: str, box: Path, argv: list[str], *, write: bool = False, cwd: str
         for destination, ident in plan.roots:
             st = os.stat(f"/proc/{pid}/root{destination}", follow_symlinks=False)
             assert (st.st_dev, st.st_ino) == ident
-        done = subprocess.run(command_start_argv(podman, name), input=stdin,
+        done = subprocess.run(command_start_argv(podman, name), input=stdin, check=False,
                               capture_output=True, timeout=60)
     finally:
-        subprocess.run(command_rm_argv(podman, name), capture_output=True, timeout=60)
+        subprocess.run(command_rm_argv(podman, name), capture_output=True, timeout=60,
+                       check=False)
     return command_result(stdout=done.stdout[:32768], stderr=done.stderr[:32768],
                           stdout_total=len(done.stdout), stderr_total=len(done.stderr),
                           returncode=done.returncode, output_max_bytes=65_536)
