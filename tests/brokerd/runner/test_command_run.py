@@ -134,3 +134,20 @@ def test_identity_below_refuses_a_link(tmp_path: Path) -> None:
     assert identity_below(os.getpid(), rel) == (st.st_dev, st.st_ino)
     with pytest.raises(ValueError):
         identity_below(os.getpid(), str(tmp_path / "link"))
+
+
+async def test_the_walls(image: str, proj: Path) -> None:
+    """/tmp is sized, there is no network, nothing of the host's environment."""
+    full = await run(image, proj, ["sh", "-c", "head -c 20000000 /dev/zero > /tmp/f"])
+    assert full.output is not None and full.output["exit"] != 0
+    assert "No space left on device" in full.output["stderr"]
+    net = await run(image, proj, ["python3", "-c", (
+        "import socket\n"
+        "try:\n socket.create_connection(('192.0.2.1', 80), timeout=2)\n"
+        "except OSError as e: print(e.errno, e.strerror)")])
+    assert net.output is not None and "Network is unreachable" in net.output["stdout"]
+
+
+async def test_a_fork_bomb_is_bounded_and_removed(image: str, proj: Path) -> None:
+    got = await run(image, proj, ["sh", "-c", "f() { f | f & }; f; sleep 60"], timeout_ms=2000)
+    assert got.status == "timeout"  # the pids limit held it; the kill removed every process
