@@ -75,8 +75,12 @@ def build_command_create_argv(
     cwd: str,
     mounts: Sequence[Mount],
     argv: Sequence[str],
+    pidfile: str | None = None,
 ) -> list[str]:
-    """``podman create`` for one run_command call (golden: fixtures/runner/)."""
+    """``podman create`` for one run_command call (golden: fixtures/runner/).
+
+    `pidfile`: where podman writes the container's init process id at ``init``
+    (``--pidfile``, after the name), which spares the ``podman inspect`` step."""
     if not argv:
         raise ValueError("an empty argv")  # our bug: D2 refuses it
     out = _podman(settings)
@@ -85,6 +89,7 @@ def build_command_create_argv(
         "--pull=never",
         "--name",
         name,
+        *(["--pidfile", pidfile] if pidfile is not None else []),
         "--network=none",
         "--read-only",
         "--cap-drop=all",

@@ -115,10 +115,15 @@ async def run_command_container(
     cwd: str,
     argv: Sequence[str],
     stdin: bytes | None,
+    pidfile: str | None = None,
 ) -> RunOutcome:
-    """The three steps and the result (see above)."""
+    """The three steps and the result (see above).
+
+    `pidfile`: a path in a directory of brokerd's own where podman writes the init
+    process id (``--pidfile``); without it the id is asked of ``podman inspect``."""
     create = build_command_create_argv(podman, commands, name=name, uid=uid, gid=gid,
-                                       rootless=rootless, cwd=cwd, mounts=plan.mounts, argv=argv)
+                                       rootless=rootless, cwd=cwd, mounts=plan.mounts, argv=argv,
+                                       pidfile=pidfile)
     try:
         code, _, err = await _step(create)
         if code != 0:
@@ -126,9 +131,19 @@ async def run_command_container(
         code, _, err = await _step(command_init_argv(podman, name))
         if code != 0:
             return _init_failure(err, commands.output_max_bytes)
-        code, out, err = await _step(command_pid_argv(podman, name))
-        if code != 0 or not out.strip().isdigit():
-            return _unavailable("inspect", err)
+        if pidfile is not None:
+            try:
+                with open(pidfile, "rb") as file:
+                    out, err = file.read(32), b"the pid file does not hold a process id"
+            except OSError as exc:
+                out, err = b"", f"the pid file cannot be read ({exc.strerror})".encode()
+            what = "init (pid file)"
+        else:
+            code, out, err = await _step(command_pid_argv(podman, name))
+            out = out if code == 0 else b""
+            what = "inspect"
+        if not out.strip().isdigit():
+            return _unavailable(what, err)
         pid = int(out.strip())
         for destination, ident in plan.roots:
             try:

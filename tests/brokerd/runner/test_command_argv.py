@@ -69,6 +69,13 @@ def test_write_makes_the_entries_read_write_never_the_masks() -> None:
                        masks=[Mount(source=MASK_DIR, destination="/w/x", read_only=False)])
 
 
+def test_a_pid_file_follows_the_name() -> None:
+    got = build_command_create_argv(SETTINGS, COMMANDS, name="n", uid=1, gid=1, rootless=False,
+                                    cwd="/w", mounts=[], argv=["true"], pidfile="/run/b/n.pid")
+    at = got.index("--name")
+    assert got[at : at + 4] == ["--name", "n", "--pidfile", "/run/b/n.pid"]
+
+
 def test_the_other_steps() -> None:
     name = command_container_name("7515ea5e", 42)
     assert name.startswith(command_container_prefix("7515ea5e"))

@@ -70,7 +70,7 @@ _ids = iter(range(1, 1 << 30))
 
 async def run(image: str, proj: Path, argv: list[str], *, stdin: bytes | None = None,
               write: bool = False, timeout_ms: int = 20_000, output_max_bytes: int = 65_536,
-              plan: CommandPlan | None = None) -> RunOutcome:
+              plan: CommandPlan | None = None, pidfile: str | None = None) -> RunOutcome:
     podman = PodmanSettings(image=image, podman="podman", oci_runtime="runc")
     commands = CommandsSettings(image=image, path=("/usr/local/bin", "/usr/bin", "/bin"),
                                 memory="256m", pids=64, cpus=1.0, tmp="16m",
@@ -79,7 +79,8 @@ async def run(image: str, proj: Path, argv: list[str], *, stdin: bytes | None = 
         return await run_command_container(
             podman, commands, name=command_container_name(INSTANCE, next(_ids)),
             uid=os.geteuid(), gid=os.getegid(), rootless=os.geteuid() != 0,
-            plan=plan or _plan(proj, write), cwd=str(proj), argv=argv, stdin=stdin)
+            plan=plan or _plan(proj, write), cwd=str(proj), argv=argv, stdin=stdin,
+            pidfile=pidfile)
 
 
 async def test_runs_and_answers(image: str, proj: Path) -> None:
@@ -88,6 +89,17 @@ async def test_runs_and_answers(image: str, proj: Path) -> None:
     assert (got.output["exit"], got.output["stdout"], got.output["stderr"]) == (3, "out\n",
                                                                                "err\n")
     assert got.output["truncated"] is False
+
+
+async def test_with_a_pid_file(image: str, proj: Path) -> None:
+    pidfile = str(proj.parent / "c.pid")
+    got = await run(image, proj, ["echo", "hi"], pidfile=pidfile)
+    assert got.output is not None and got.output["stdout"] == "hi\n"
+    plan = _plan(proj, False)
+    (dest, (dev, ino)), = plan.roots
+    wrong = attrs.evolve(plan, roots=((dest, (dev, ino + 1)),))
+    refused = await run(image, proj, ["echo", "hi"], plan=wrong, pidfile=pidfile)
+    assert refused.status == "unsafe_target"
 
 
 async def test_stdin_and_write(image: str, proj: Path) -> None:
