@@ -2,8 +2,9 @@
 "The container"), pure.
 
 The container is made in the three podman steps (create, init, start; 12
-"Three podman steps"), each argument list built as a list, never a shell
-string; a golden file (fixtures/runner/command-create.json) pins `create`:
+"Three podman steps"; `_three_steps.py` runs them), each argument list built
+as a list, never a shell string; a golden file
+(fixtures/runner/command-create.json) pins `create`:
 
     podman [--runtime R] create --pull=never --name boxmaker-<instance>-cmd-<call id>
       --network=none --read-only --cap-drop=all --security-opt=no-new-privileges
@@ -132,23 +133,3 @@ def build_command_create_argv(
     out.append(commands.image)
     out += list(argv)
     return out
-
-
-def command_init_argv(settings: PodmanSettings, name: str) -> list[str]:
-    """Step 2: the mounts are in place, the program has not started."""
-    return [*_podman(settings), "init", name]
-
-
-def command_pid_argv(settings: PodmanSettings, name: str) -> list[str]:
-    """The init process id, to check each mount root below ``/proc/<pid>/root``."""
-    return [*_podman(settings), "inspect", "--format", "{{.State.Pid}}", name]
-
-
-def command_start_argv(settings: PodmanSettings, name: str) -> list[str]:
-    """Step 3: run the program with stdin."""
-    return [*_podman(settings), "start", "--attach", "--interactive", name]
-
-
-def command_rm_argv(settings: PodmanSettings, name: str) -> list[str]:
-    """Whatever happened: remove the container (shielded from cancellation)."""
-    return [*_podman(settings), "rm", "--force", "--time", "0", name]

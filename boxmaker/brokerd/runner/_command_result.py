@@ -41,35 +41,6 @@ class _Stream:
     encoding: Encoding
 
 
-PAST_CAP_BYTES: Final = 16 * 1024 * 1024
-"""Read and counted past a stream's cap; beyond, the container is killed (`stopped`)."""
-
-
-class OutputKeeper:
-    """One stream as it is read: keeps the first `cap` bytes, counts the rest.
-
-    `feed` returns False once more than `PAST_CAP_BYTES` were read past the cap:
-    the reader then kills the container and reports ``stopped``."""
-
-    __slots__ = ("_kept", "cap", "total")
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.total = 0
-        self._kept = bytearray()
-
-    def feed(self, data: bytes) -> bool:
-        room = self.cap - len(self._kept)
-        if room > 0:
-            self._kept += data[:room]
-        self.total += len(data)
-        return self.total - self.cap <= PAST_CAP_BYTES
-
-    @property
-    def kept(self) -> bytes:
-        return bytes(self._kept)
-
-
 def _decode(kept: bytes, complete: bool) -> str | None:
     """`kept` as text; a cut multi-byte tail allowed when the stream was cut."""
     try:

@@ -130,24 +130,3 @@ def test_properties(out: bytes, err: bytes, extra_out: int, extra_err: int, cap:
     if got_out != avail_out:
         assert got_err == b""  # stdout is cut only once stderr is gone
 
-
-def test_the_keeper_keeps_the_cap_and_counts_the_rest() -> None:
-    from boxmaker.brokerd.runner._command_result import PAST_CAP_BYTES, OutputKeeper
-
-    keeper = OutputKeeper(10)
-    assert keeper.feed(b"0123456") and keeper.feed(b"789abc")
-    assert keeper.kept == b"0123456789" and keeper.total == 13
-    assert keeper.feed(b"x" * (PAST_CAP_BYTES - 3))
-    assert not keeper.feed(b"y")
-    assert keeper.kept == b"0123456789" and keeper.total == 10 + PAST_CAP_BYTES + 1
-
-
-@given(chunks=st.lists(st.binary(max_size=40), max_size=20), cap=st.integers(0, 100))
-def test_the_keeper_is_a_prefix(chunks: list[bytes], cap: int) -> None:
-    from boxmaker.brokerd.runner._command_result import OutputKeeper
-
-    keeper = OutputKeeper(cap)
-    for chunk in chunks:
-        assert keeper.feed(chunk)
-    whole = b"".join(chunks)
-    assert keeper.kept == whole[:cap] and keeper.total == len(whole)

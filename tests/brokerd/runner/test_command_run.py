@@ -20,12 +20,12 @@ from boxmaker._commands_config import CommandsSettings
 from boxmaker._protected import Candidate, resolve_roots
 from boxmaker.brokerd.runner._command_argv import command_container_name, command_container_prefix
 from boxmaker.brokerd.runner._command_mounts import CommandPlan, plan_command_call
-from boxmaker.brokerd.runner._command_result import PAST_CAP_BYTES
-from boxmaker.brokerd.runner._command_run import identity_below, run_command_container
+from boxmaker.brokerd.runner._command_run import run_command_container
 from boxmaker.brokerd.runner._host_walk import HostWalker
 from boxmaker.brokerd.runner._mounts import MaskSources
 from boxmaker.brokerd.runner._podman_argv import PodmanSettings
 from boxmaker.brokerd.runner._spec import RunOutcome
+from boxmaker.brokerd.runner._three_steps import OVERFLOW_BYTES
 
 pytestmark = pytest.mark.podman
 REPO = Path(__file__).resolve().parents[3]
@@ -56,13 +56,13 @@ def proj(tmp_path: Path) -> Iterator[Path]:
     assert [n for n in names if n.startswith(command_container_prefix(INSTANCE))] == []
 
 
-def _plan(proj: Path, write: bool) -> CommandPlan:
+def _plan(proj: Path, write: bool, deny: tuple[str, ...] = ()) -> CommandPlan:
     walker = HostWalker(os.geteuid(), resolve_roots(
         [Candidate(path=str(proj.parent / "home"), required=True, own=True)]))
     masks = MaskSources(directory=str(proj.parent / "masks" / "dir"),
                         file=str(proj.parent / "masks" / "file"))
     return plan_command_call(walker, paths=[str(proj)], entry=str(proj), cwd=str(proj),
-                             write=write, deny_paths=[], masks=masks)
+                             write=write, deny_paths=list(deny), masks=masks)
 
 
 _ids = iter(range(1, 1 << 30))
@@ -102,6 +102,27 @@ async def test_with_a_pid_file(image: str, proj: Path) -> None:
     assert refused.status == "unsafe_target"
 
 
+async def test_read_only_masked_no_network_no_environment(image: str, proj: Path) -> None:
+    (proj / "notes.txt").write_text("hello from the host\n")
+    (proj / "denied").mkdir()
+    (proj / "denied" / "k").write_text("secret")
+    (proj / "home").symlink_to(proj.parent / "home")  # brokerd's home, linked in
+    script = ("cat notes.txt; ls -A denied | wc -l; ls /sys/class/net; "
+              "(echo x > new.txt) 2>&1 | head -c 200; cat home/x 2>&1 | head -c 200; "
+              "env | sort")
+    got = await run(image, proj, ["sh", "-c", script],
+                    plan=_plan(proj, False, deny=(str(proj / "denied"),)))
+    assert got.output is not None and got.output["exit"] == 0, got
+    lines = str(got.output["stdout"]).splitlines()
+    assert lines[0] == "hello from the host"
+    assert lines[1] == "0"  # the denied subtree is masked
+    assert lines[2] == "lo"  # no network but loopback
+    assert "Read-only file system" in lines[3]
+    assert "No such file or directory" in lines[4]  # the link leads outside the mounts
+    env = [v for v in lines[5:] if not v.startswith(("HOSTNAME=", "PWD=", "SHLVL="))]
+    assert env == ["HOME=/tmp", "LANG=C.UTF-8", "PATH=/usr/local/bin:/usr/bin:/bin"], env
+
+
 async def test_stdin_and_write(image: str, proj: Path) -> None:
     got = await run(image, proj, ["sh", "-c", "cat > in.txt; wc -c < in.txt"], stdin=b"abc",
                     write=True)
@@ -126,7 +147,7 @@ async def test_prints_forever(image: str, proj: Path) -> None:
     got = await run(image, proj, ["yes"], output_max_bytes=4096)
     assert got.status == "ok" and got.output is not None
     assert got.output["truncated"] is True
-    assert got.output["stdout_bytes"] > PAST_CAP_BYTES
+    assert got.output["stdout_bytes"] > OVERFLOW_BYTES
     assert got.output["stdout"].startswith("y\ny\n")
 
 
@@ -136,16 +157,6 @@ async def test_a_mount_that_is_not_what_was_checked_never_runs(image: str, proj:
     wrong = attrs.evolve(plan, roots=((dest, (dev, ino + 1)),))
     got = await run(image, proj, ["sh", "-c", "echo ran > marker"], plan=wrong)
     assert got.status == "unsafe_target" and not (proj / "marker").exists()
-
-
-def test_identity_below_refuses_a_link(tmp_path: Path) -> None:
-    (tmp_path / "real").mkdir()
-    (tmp_path / "link").symlink_to(tmp_path / "real")
-    st = os.stat(tmp_path / "real")
-    rel = str(tmp_path / "real")
-    assert identity_below(os.getpid(), rel) == (st.st_dev, st.st_ino)
-    with pytest.raises(ValueError):
-        identity_below(os.getpid(), str(tmp_path / "link"))
 
 
 async def test_the_walls(image: str, proj: Path) -> None:
@@ -163,3 +174,17 @@ async def test_the_walls(image: str, proj: Path) -> None:
 async def test_a_fork_bomb_is_bounded_and_removed(image: str, proj: Path) -> None:
     got = await run(image, proj, ["sh", "-c", "f() { f | f & }; f; sleep 60"], timeout_ms=2000)
     assert got.status == "timeout"  # the pids limit held it; the kill removed every process
+
+
+def test_which_init_failures_are_the_programs() -> None:
+    from boxmaker.brokerd.runner._command_run import _init_failure
+
+    head = "`/usr/bin/podman init boxmaker-1-cmd-2` failed (exit 125): Error: runc: runc create "
+    missing = _init_failure(head + 'failed: exec: "x": executable file not found in $PATH', 4096)
+    assert missing is not None and missing.output is not None
+    assert missing.output["exit"] == 127 and "not found" in missing.output["stderr"]
+    denied = _init_failure(head + 'failed: exec: "/etc/passwd": permission denied', 4096)
+    assert denied is not None and denied.output is not None and denied.output["exit"] == 126
+    assert _init_failure(head + "failed: cgroup: no space left", 4096) is None
+    create = "`podman create --pull=never` failed (exit 125): exec: x: permission denied"
+    assert _init_failure(create, 4096) is None
