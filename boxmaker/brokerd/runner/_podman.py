@@ -19,7 +19,7 @@ import attrs
 import trio
 
 from ..._protected import ProtectedSet, protected_set
-from ..._sd import child_environment
+from ..._sockets._sd import child_environment
 from ...proto._escape import escape_text
 from ._egress import (
     EgressProxy,

@@ -19,7 +19,7 @@ import trio
 
 from ..._error_table import ERROR_RUNBOOKS
 from ..._errors import UnavailableError
-from ..._sd import child_environment
+from ..._sockets._sd import child_environment
 from ...proto._escape import escape_text
 
 log = logging.getLogger("boxmaker.brokerd.runner.podman")

@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator, Sequence
 import attrs
 import trio
 
-from ..._sd import child_environment
+from ..._sockets._sd import child_environment
 from ._mounts import UnsafeTarget
 from ._podman_check import PodmanCommandError, podman_command
 
