@@ -29,6 +29,7 @@ explain`; a test holds it equal to `match_command`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final, Literal
 
@@ -274,11 +275,14 @@ class CommandExplanation:
             out.append(f"  cwd {e(self.cwd)}: at or below {where}")
         else:
             out.append(f"  cwd {e(self.cwd)}: below no entry of paths")
+        def q(token: str) -> str:  # quoted, so that "" and "a " are visible
+            return e(json.dumps(token, ensure_ascii=False))
+
         for p in self.prefixes:
             out.append(f"  prefix {p.index}: {'matches' if p.matched else 'does not match'}")
             for t in p.tokens:
-                want = " | ".join(e(w) for w in t.want)
-                got = "(argv ends)" if t.got is None else e(t.got)
+                want = " | ".join(q(w) for w in t.want)
+                got = "(argv ends)" if t.got is None else q(t.got)
                 mark = "=" if t.equal else "!="
                 out.append(f"    [{t.position}] {got} {mark} {want}")
             if p.rest_problem is not None:

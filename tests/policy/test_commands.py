@@ -178,7 +178,7 @@ def test_explain_shows_each_token() -> None:
         "position": 1, "want": ["status", "log"], "got": "log", "equal": True
     }
     lines = got.lines()
-    assert "    [1] log = status | log" in lines
+    assert '    [1] "log" = "status" | "log"' in lines
     assert lines[-1] == "  the grant does not match"
     short = explain_command(g, ["git"], CWD)
     assert short.prefixes[0].tokens[1].got is None
