@@ -389,7 +389,7 @@ def test_relative_imports_are_resolved() -> None:
 
 # -- rule 6 ---------------------------------------------------------------------------------
 
-ROOMS = ("boxmaker.proto.wire", "boxmaker.proto.audit", "boxmaker.proto.tlog")
+ROOMS = ("boxmaker.proto.wire", "boxmaker.proto.audit", "boxmaker.proto.tlog", "boxmaker.proto.mcp")
 
 
 def _private_room_module(name: str) -> bool:
