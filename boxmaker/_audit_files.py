@@ -17,15 +17,19 @@ from pathlib import Path
 
 import attrs
 
-from ._state_files import open_regular
+from ._state_files import NotRegularFile, open_regular
 from .proto.audit import (
     DAY_FILE_SUFFIX,
     ChainReport,
     ChainVerifier,
     OnLine,
     OnRecord,
+    PinFile,
     is_day_file_name,
 )
+
+PIN_FILE_MAX = 16 * 1024 * 1024
+"""A pin file larger than this is not one (1024 tools of a 4 MiB list, with their hashes)."""
 
 BLOCK = 4 * 1024 * 1024
 
@@ -108,6 +112,30 @@ def verify_directory(
 
     `on_line` sees every line the verifier takes into the chain, in order, in the
     same read (bxctl grants replay decides while it verifies)."""
-    verifier = ChainVerifier(expect_head=expect_head, on_record=on_record, on_line=on_line)
+    verifier = ChainVerifier(expect_head=expect_head, on_record=on_record, on_line=on_line,
+                             pin_file=pin_reader(directory))
     feed_directory(verifier, directory, progress)
     return verifier.finish()
+
+
+def pin_reader(directory: Path) -> PinFile:
+    """digest -> the bytes of ``directory/pins/<digest>.json`` (None when absent).
+
+    A pin path that is not a regular file (a planted symbolic link) or is over
+    PIN_FILE_MAX reads as ``b""``: not a pin, so the verifier says `bad_pin`.
+    Other errors (permissions) go up as OSError, as for the day files.
+    """
+    pins = directory / "pins"
+
+    def read(digest: str) -> bytes | None:
+        try:
+            fd = open_regular(pins / f"{digest}.json")
+        except FileNotFoundError:
+            return None
+        except NotRegularFile:
+            return b""
+        with os.fdopen(fd, "rb") as handle:
+            data = handle.read(PIN_FILE_MAX + 1)
+        return b"" if len(data) > PIN_FILE_MAX else data
+
+    return read

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import attrs
 
-from ._audit_files import Progress, iter_lines, list_log_files
+from ._audit_files import Progress, iter_lines, list_log_files, pin_reader
 from .proto.audit import ChainReport, ChainVerifier, OnRecord
 from .proto.tlog import EMPTY_ROOT, CompactRange, leaf_hash
 
@@ -40,7 +40,8 @@ def verify_with_tree(
 ) -> tuple[ChainReport, TreeFacts]:
     """Raises OSError when the log cannot be read.  `on_record` sees each verified
     record, as `verify_directory`'s does (the kept assertions' check)."""
-    verifier = ChainVerifier(expect_head=expect_head, on_record=on_record)
+    verifier = ChainVerifier(expect_head=expect_head, on_record=on_record,
+                             pin_file=pin_reader(directory))
     tree = CompactRange()
     roots: dict[int, bytes] = {0: EMPTY_ROOT} if 0 in sizes else {}
     file_start: dict[str, int] = {}

@@ -327,15 +327,16 @@ def register_unstructure_hook(tp: Any, hook: Callable[[Any], Any]) -> None:
     _detailed.register_unstructure_hook(tp, hook)
 
 
-def omit_when_none(cls: type[Any], name: str) -> None:
-    """Write `cls` without the key `name` when its value is None: an optional field newer
-    than the format, so that a value without it is written exactly as before."""
+def omit_when_none(cls: type[Any], *names: str) -> None:
+    """Write `cls` without the keys `names` whose values are None: optional fields newer
+    than the format, so that a value without them is written exactly as before."""
     inner = make_dict_unstructure_fn(cls, _fast)
 
     def unstructure(value: Any) -> dict[str, Any]:
         payload: dict[str, Any] = inner(value)
-        if payload.get(name, 0) is None:
-            del payload[name]
+        for name in names:
+            if payload.get(name, 0) is None:
+                del payload[name]
         return payload
 
     register_unstructure_hook(cls, unstructure)

@@ -34,9 +34,11 @@ class _Source:
         self,
         tagged: dict[Any, dict[str, type[Any]]],
         json_names: dict[tuple[type[Any], str], str],
+        slow: frozenset[Any],
     ) -> None:
         self.tagged = tagged
         self.json_names = json_names
+        self.slow = slow
         self.namespace: dict[str, Any] = {"Mismatch": Mismatch, "U64_MAX": U64_MAX}
         self.done: dict[type[Any], str] = {}
         self.lines: list[str] = []
@@ -54,14 +56,19 @@ class _Source:
         self.done[cls] = fname
         hints = get_type_hints(cls)
         fields = attrs.fields(cls)
+        # A field whose default is None may be left out (newer than the format).
+        required = sum(1 for field in fields if field.default is not None)
         body = [
             f"def {fname}(v):",
-            f"    if type(v) is not dict or len(v) != {len(fields)}:",
+            f"    if type(v) is not dict or not {required} <= len(v) <= {len(fields)}:",
             "        raise Mismatch",
         ]
         for index, field in enumerate(fields):
             json_name = self.json_names.get((cls, field.name), field.name)
-            body.append(f"    x{index} = v[{json_name!r}]")
+            if field.default is None:
+                body.append(f"    x{index} = v.get({json_name!r})")
+            else:
+                body.append(f"    x{index} = v[{json_name!r}]")
             body.extend("    " + line for line in self.test(f"x{index}", hints[field.name]))
         args = ", ".join(f"{field.name}=x{index}" for index, field in enumerate(fields))
         body.append(f"    return {self.name_of(cls, 'cls')}({args})")
@@ -70,6 +77,8 @@ class _Source:
 
     def test(self, var: str, tp: Any) -> list[str]:
         """Lines that check `var` against `tp`, possibly rebinding it."""
+        if tp in self.slow:
+            return [f"if {var} is not None:", "    raise Mismatch"]
         if tp is U64:
             return [
                 f"if type({var}) is not int or not 0 <= {var} <= U64_MAX:",
@@ -110,13 +119,17 @@ def compile_checkers(
     *,
     tagged: dict[Any, dict[str, type[Any]]],
     json_names: dict[tuple[type[Any], str], str],
+    slow: frozenset[Any] = frozenset(),
 ) -> dict[str, Check]:
     """One checker per entry of `types`.
 
     `tagged` maps each externally tagged union type to its tags; `json_names`
-    maps (class, field name) to the JSON key where they differ.
+    maps (class, field name) to the JSON key where they differ; a field of a
+    type in `slow` is only accepted as None (any other value: ask the converter).
+    A field whose default is None may be absent (then None); the caller
+    re-encodes what it built, so a null written out is still refused there.
     """
-    source = _Source(tagged, json_names)
+    source = _Source(tagged, json_names, slow)
     names = {key: source.function_for(cls) for key, cls in types.items()}
     namespace = source.namespace
     exec("\n".join(source.lines), namespace)

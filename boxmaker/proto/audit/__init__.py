@@ -2,8 +2,9 @@
 
 What the daemons and shared modules import from this room, re-exported from
 its modules: one class per audit event and the line form (`_audit`,
-`_audit_rules`, `_audit_passkey`), the fast line check (`_audit_scan`), the
-chain verifier and its report (`_verify`, `_chain_report`) and the calls of a
+`_audit_rules`, `_audit_passkey`, `_audit_mcp` for tool sources), the fast
+line check (`_audit_scan`), the chain verifier, its pin-file rule and its
+report (`_verify`, `_verify_pins`, `_chain_report`) and the calls of a
 verified log (`_history`).
 """
 
@@ -38,6 +39,18 @@ from ._audit import (
     parse_record,
     scan_json,
 )
+from ._audit_mcp import (
+    MAX_REASON,
+    CommandSource,
+    DriftNames,
+    EgressRecord,
+    McpPinRecord,
+    McpServerRecord,
+    McpSource,
+    PinSourceRecord,
+    ResultSource,
+    SourcesChanged,
+)
 from ._audit_passkey import (
     MAX_ATTEMPT_REASON,
     ApprovalAttempt,
@@ -63,10 +76,15 @@ from ._verify import (
     OnLine,
     OnRecord,
 )
+from ._verify_pins import (
+    PinFile,
+    pin_file_problem,
+)
 
 __all__ = [
     "DAY_FILE_SUFFIX",
     "MAX_ATTEMPT_REASON",
+    "MAX_REASON",
     "AcceptedBreak",
     "ApprovalAttempt",
     "ApprovalRecord",
@@ -75,8 +93,11 @@ __all__ = [
     "Call",
     "ChainReport",
     "ChainVerifier",
+    "CommandSource",
     "DecisionRecord",
     "Declassify",
+    "DriftNames",
+    "EgressRecord",
     "Event",
     "GrantsChanged",
     "GrantsSummary",
@@ -84,6 +105,9 @@ __all__ = [
     "HistoryCall",
     "HistoryReader",
     "LineFacts",
+    "McpPinRecord",
+    "McpServerRecord",
+    "McpSource",
     "OmittedArgs",
     "OnApproval",
     "OnCall",
@@ -96,10 +120,14 @@ __all__ = [
     "PasskeyRecord",
     "PasskeyUse",
     "Peer",
+    "PinFile",
+    "PinSourceRecord",
     "Record",
     "Redecision",
     "ResultRecord",
+    "ResultSource",
     "ResultStatus",
+    "SourcesChanged",
     "Start",
     "Stop",
     "day_file_name",
@@ -108,5 +136,6 @@ __all__ = [
     "is_day_file_name",
     "line_hash",
     "parse_record",
+    "pin_file_problem",
     "scan_json",
 ]

@@ -43,6 +43,7 @@ from .._fastcheck import Mismatch, compile_checkers
 from .._json import canonical, loads_value, type_word
 from .._taint import Label, Taint
 from ..wire._wire import DenialCode
+from ._audit_mcp import CommandSource, McpPinRecord, McpServerRecord, McpSource, SourcesChanged
 from ._audit_passkey import ApprovalAttempt, PasskeyRecord, PasskeyUse
 from ._audit_rules import event_problem, is_valid_ts
 
@@ -60,12 +61,15 @@ FailureKind = Literal[
     "bad_reference",
     "bad_recovery",
     "bad_break",
+    "bad_pin",
 ]
 """Kinds of chain failure that a `break` record can name (04-audit "Verifier")."""
 
 Verdict = Literal["approved", "refused", "expired", "requester_gone", "abandoned"]
 """`abandoned`: brokerd, starting, closes an ask left pending when it died (issue 22)."""
-ResultStatus = Literal["ok", "tool_failed", "timeout", "runner_unavailable", "unsafe_target"]
+ResultStatus = Literal["ok", "tool_failed", "timeout", "runner_unavailable", "unsafe_target",
+                       "pin_mismatch", "source_unavailable"]
+"""`pin_mismatch`, `source_unavailable` (12): nothing ran, the taint is unchanged."""
 
 
 class RecordJsonError(DecodeError):
@@ -190,6 +194,10 @@ class DecisionRecord:
     grant: str | None
     state: Taint
     grants_digest: str
+    effective_args: JsonObject | None = None
+    """12: the arguments sent, when they differ from the call's (left out when None)."""
+    pin: str | None = None
+    """12: the pin digest of an `mcp.*` call's server (left out when None)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -228,6 +236,8 @@ class ResultRecord:
     untrusted: bool
     state: Taint
     output: OutputDigest | None
+    source: McpSource | CommandSource | None = None
+    """12: what a tool source did (left out when None, as for every built-in)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -281,6 +291,9 @@ Event = (
     | Break
     | PasskeyRecord
     | ApprovalAttempt
+    | SourcesChanged
+    | McpPinRecord
+    | McpServerRecord
 )
 
 EVENT_TYPES: dict[str, type[Any]] = {
@@ -296,6 +309,9 @@ EVENT_TYPES: dict[str, type[Any]] = {
     "break": Break,
     "passkey": PasskeyRecord,
     "approval_attempt": ApprovalAttempt,
+    "sources": SourcesChanged,
+    "mcp_pin": McpPinRecord,
+    "mcp_server": McpServerRecord,
 }
 _KEY_OF_TYPE: dict[type[Any], str] = {cls: key for key, cls in EVENT_TYPES.items()}
 _KEY_OF_TYPE[Call] = "call"
@@ -344,6 +360,8 @@ def _register_declassify() -> None:
 _register_declassify()
 
 omit_when_none(ApprovalRecord, "passkey")  # an approval without one is written as before
+omit_when_none(DecisionRecord, "effective_args", "pin")  # 12: a built-in call's as before
+omit_when_none(ResultRecord, "source")
 
 
 # --------------------------------------------------------------------------
@@ -411,6 +429,8 @@ def record_to_json(record: Record) -> dict[str, Any]:
     payload = converter.unstructure(event, cls)
     if cls is Call or cls is BoundedCall:
         payload["args"] = canonical(payload["args"])
+    elif cls is DecisionRecord and "effective_args" in payload:
+        payload["effective_args"] = canonical(payload["effective_args"])
     return {"seq": record.seq, "ts": record.ts, "prev": record.prev, _KEY_OF_TYPE[cls]: payload}
 
 
@@ -552,8 +572,11 @@ _TAGGED_UNIONS: dict[Any, dict[str, type[Any]]] = {
     DecisionOutcome: {"allowed": OutcomeAllowed, "ask": OutcomeAsk, "denied": OutcomeDenied},
     RedecisionOutcome: {"allowed": OutcomeAllowed, "denied": OutcomeDenied},
 }
+_STRICT_EVENTS = frozenset({"sources", "mcp_pin", "mcp_server"})
+"""Rare events (12) that only the strict path parses."""
 _FAST_EVENT = compile_checkers(
-    {**EVENT_TYPES, "legacy call": Call}, tagged=_TAGGED_UNIONS,
-    json_names={(Declassify, "from_"): "from"},
+    {**{k: v for k, v in EVENT_TYPES.items() if k not in _STRICT_EVENTS}, "legacy call": Call},
+    tagged=_TAGGED_UNIONS, json_names={(Declassify, "from_"): "from"},
+    slow=frozenset({McpSource | CommandSource | None}),
 )
 _FAST_LEGACY_CALL = _FAST_EVENT.pop("legacy call")

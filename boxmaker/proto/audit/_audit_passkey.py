@@ -56,7 +56,7 @@ class ApprovalAttempt:
     reason: str
 
 
-def _use_problem(used: dict[str, Any]) -> tuple[str, str] | None:
+def passkey_use_problem(used: dict[str, Any]) -> tuple[str, str] | None:
     """(path, what is wrong) of an approval's `passkey`, or None."""
     if _B64URL.fullmatch(used["credential_id"]) is None:
         return ("passkey.credential_id", "expected base64url (1 to 65536 characters)")
@@ -76,7 +76,7 @@ def passkey_record_problem(key: str, payload: dict[str, Any]) -> tuple[str, str]
     """
     if key == "approval":
         used = payload.get("passkey")
-        return None if used is None else _use_problem(used)
+        return None if used is None else passkey_use_problem(used)
     if key == "approval_attempt":
         if len(payload["reason"]) > MAX_ATTEMPT_REASON:
             return ("reason", f"a reason has at most {MAX_ATTEMPT_REASON} characters")

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from .._json import MAX_DEPTH
+from ._audit_mcp import mcp_record_problem, result_source_problem
 from ._audit_passkey import passkey_record_problem
 
 _TS = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z")
@@ -70,6 +71,12 @@ def event_problem(key: str, payload: dict[str, Any]) -> tuple[str, str] | None:
         ask = payload["outcome"].get("ask")
         if ask is not None and not is_valid_ts(ask["expires_at"]):
             return ("outcome.ask.expires_at", "expected a time YYYY-MM-DDTHH:MM:SS.ffffffZ")
+        effective = payload.get("effective_args")
+        if effective is not None and not canonical_within(effective, _ARGS_DEPTH):
+            return ("effective_args", "the arguments are not in canonical form (keys sorted)")
+        pin = payload.get("pin")
+        if pin is not None and _HEX64.fullmatch(pin) is None:
+            return ("pin", "expected 64 lowercase hex digits")
     elif key == "approval":
         if (payload["verdict"] == "approved") != (payload["redecision"] is not None):
             return ("redecision", "a redecision is present exactly when the verdict is approved")
@@ -82,6 +89,9 @@ def event_problem(key: str, payload: dict[str, Any]) -> tuple[str, str] | None:
         output = payload["output"]
         if output is not None and _HEX64.fullmatch(output["sha256"]) is None:
             return ("output.sha256", "expected 64 lowercase hex digits")
+        return result_source_problem(payload)
+    elif key in ("sources", "mcp_pin", "mcp_server"):
+        return mcp_record_problem(key, payload)
     elif key == "declassify":
         if _SESSION.fullmatch(payload["session"]) is None:
             return ("session", "expected a session name [a-z0-9][a-z0-9-]{0,63}")

@@ -89,17 +89,24 @@ _FIELDS: dict[tuple[type[Any], str], str] = {
     (DecisionRecord, "call"): f"(?P<call>{_U64})",
     (ApprovalRecord, "call"): f"(?P<call>{_U64})",
     (ResultRecord, "call"): f"(?P<call>{_U64})",
+    # 12: nothing ran; its rule (output null) is the strict parser's.
+    (ResultRecord, "status"): '"(?:ok|tool_failed|timeout|runner_unavailable|unsafe_target)"',
+    (DecisionRecord, "pin"): f'"{_HEX64}"',
     (ApprovalRecord, "verdict"): '"(?P<verdict>approved|refused|expired|requester_gone|abandoned)"',
     (ApprovalRecord, "by"): f"(?P<by>null|{_U64})",
     (PasskeyUse, "credential_id"): '"[A-Za-z0-9_-]{1,65536}"',
     (PasskeyUse, "assertion_sha256"): f'"{_HEX64}"',
 }
-_STRICT_ONLY = frozenset({"passkey", "approval_attempt"})
-"""Rare records whose field rules (`_audit_passkey`) only the strict parser checks."""
+_STRICT_ONLY = frozenset({"passkey", "approval_attempt", "sources", "mcp_pin", "mcp_server"})
+"""Rare records whose field rules (`_audit_passkey`, `_audit_mcp`) only the strict parser
+checks."""
 
 
-_LEFT_OUT_WHEN_NONE = {(ApprovalRecord, "passkey")}
+_LEFT_OUT_WHEN_NONE = {(ApprovalRecord, "passkey"), (DecisionRecord, "pin")}
 """Trailing fields that a record leaves out when they are None (newer than the format)."""
+_SLOW_LEFT_OUT = {(DecisionRecord, "effective_args"), (ResultRecord, "source")}
+"""Trailing fields left out when None that the expression never matches: a line that
+holds one takes the strict path (tool-source calls, 12)."""
 
 
 def _member(tp: Any) -> Any:
@@ -138,10 +145,11 @@ def _pattern(tp: Any, owner: type[Any] | None = None, name: str | None = None) -
         hints = get_type_hints(tp)
         parts = [
             f'"{_JSON_NAMES.get((tp, f.name), f.name)}":{_pattern(hints[f.name], tp, f.name)}'
-            for f in attrs.fields(tp) if (tp, f.name) not in _LEFT_OUT_WHEN_NONE
+            for f in attrs.fields(tp)
+            if (tp, f.name) not in _LEFT_OUT_WHEN_NONE and (tp, f.name) not in _SLOW_LEFT_OUT
         ]
         optional = "".join(
-            f'(?:,"{f.name}":{_pattern(_member(hints[f.name]))})?'
+            f'(?:,"{f.name}":{_pattern(_member(hints[f.name]), tp, f.name)})?'
             for f in attrs.fields(tp) if (tp, f.name) in _LEFT_OUT_WHEN_NONE
         )
         return r"\{" + ",".join(parts) + optional + r"\}"
@@ -150,6 +158,7 @@ def _pattern(tp: Any, owner: type[Any] | None = None, name: str | None = None) -
 
 _EVENT_PATTERNS: dict[str, re.Pattern[str]] = {
     key: re.compile(_pattern(cls) + r"\}") for key, cls in EVENT_TYPES.items()
+    if key not in _STRICT_ONLY
 }
 _LEGACY_CALL = re.compile(_pattern(Call) + r"\}")
 """A call record of the form written before issue 11 (no `omitted`)."""
@@ -258,7 +267,7 @@ def facts_of(record: Record) -> LineFacts:
     if key == "decision":
         call = event.call
         lets_run = type(event.outcome) is OutcomeAllowed
-    elif key == "result":
+    elif key in ("result", "mcp_server"):
         call = event.call
     elif key == "approval":
         call = event.call

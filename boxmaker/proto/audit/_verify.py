@@ -27,7 +27,13 @@ marked in the code):
    the same file (`bad_recovery`); that line is then not a record;
 7. break: a `break` names the first failure not yet accepted and counts them
    all, and its seq and prev follow the break rule (`bad_break`); when it
-   does, those failures are accepted.
+   does, those failures are accepted;
+8. pins (12): an `mcp_pin` record's `prev` is the digest of the server's
+   newest earlier `pinned` record, or null when there is none
+   (`bad_reference`); a `pinned` record's pin file, when the caller can read
+   it (`pin_file`), decodes strictly and holds that server, digest, protocol,
+   tool count and source (`bad_pin`).  A missing file is not a failure: the
+   server is then unpinned (`file_missing`), which brokerd says.
 
 After a failure it resynchronises: the next line that parses is taken into the
 chain without steps 3 and 4, so every broken region is reported, not only the
@@ -56,6 +62,7 @@ from ._audit import (
     is_day_file_name,
     parse_record,
 )
+from ._audit_mcp import McpPinRecord
 from ._audit_scan import LineFacts, check_record_line
 from ._chain_report import (
     AcceptedBreak,
@@ -66,6 +73,7 @@ from ._chain_report import (
     ReportKind,
     TornTail,
 )
+from ._verify_pins import PinFile, pin_file_problem
 
 
 class _Line:
@@ -127,9 +135,11 @@ class ChainVerifier:
 
     def __init__(
         self, *, expect_head: tuple[int, str] | None = None, on_record: OnRecord | None = None,
-        on_line: OnLine | None = None,
+        on_line: OnLine | None = None, pin_file: PinFile | None = None,
     ) -> None:
         self._expect_head = expect_head
+        self._pin_file = pin_file
+        self._pins: dict[str, str] = {}  # server -> digest of its newest `pinned` record
         self._on_record = on_record
         self._on_line = on_line
         self._file: str | None = None
@@ -314,7 +324,30 @@ class ChainVerifier:
                 failed = True
         elif key == "call":
             self._calls.add(seq)
+        # Step 8: pins.
+        if key == "mcp_pin":
+            failed = self._judge_pin(entry, seq, failed)
         self._take(entry, failed)
+
+    def _judge_pin(self, entry: _Line, seq: int, failed: bool) -> bool:
+        event = entry.record().event
+        assert type(event) is McpPinRecord
+        want_prev = self._pins.get(event.server)
+        if event.digest is not None:
+            self._pins[event.server] = event.digest
+        if failed:
+            return True
+        if event.prev != want_prev:
+            self._fail("bad_reference", entry, seq,
+                       f"expected prev {want_prev or 'null'} (the server's newest earlier pin), "
+                       f"found {event.prev or 'null'}", expected=want_prev, found=event.prev)
+            return True
+        if self._pin_file is not None and event.digest is not None:
+            problem = pin_file_problem(event, self._pin_file(event.digest))
+            if problem is not None:
+                self._fail("bad_pin", entry, seq, problem)
+                return True
+        return False
 
     def _take(self, entry: _Line, failed: bool) -> None:
         """Take a parsed line into the chain as its new head."""
