@@ -321,6 +321,10 @@ def _outcome(record: Record) -> str:
         text += ", untrusted" if payload["untrusted"] else ""
         if payload["output"] is not None:
             text += f", {payload['output']['bytes']} bytes"
+        if payload.get("source") is not None:
+            text += _source_text(payload["source"])
+    elif key in ("sources", "mcp_pin", "mcp_server"):
+        text = _mcp_text(key, payload)
     elif key == "declassify":
         before, after = payload["from"], payload["to"]
         text = (f"{before['label']}{'/untrusted' if before['untrusted'] else ''} -> "
@@ -348,6 +352,47 @@ def _outcome(record: Record) -> str:
     else:  # call
         text = dumps(payload["args"], ascii_only=True)
     return escape_line(text)
+
+
+def _source_text(source: dict[str, Any]) -> str:
+    """A result's `source` (12): tool names and hosts are the server's, escaped by the caller."""
+    exit_code = "none" if source["exit"] is None else str(source["exit"])
+    if source["kind"] == "command":
+        return f", container {source['container']} exit {exit_code}"
+    text = f", mcp {source['server']}/{source['mcp_name']} exit {exit_code}"
+    if source["is_error"]:
+        text += " (isError)"
+    hosts = [f"{e['host'] or e['address'] or '?'}:{e['port']}"
+             + (f" refused {e['refused']}" if e["refused"] else "") for e in source["egress"]]
+    if hosts:
+        text += ", egress " + ", ".join(hosts) + (" (truncated)" if source["egress_truncated"]
+                                                  else "")
+    return text
+
+
+def _mcp_text(key: str, payload: dict[str, Any]) -> str:
+    """`sources`, `mcp_pin` and `mcp_server` records (12), escaped by the caller."""
+    if key == "sources":
+        text = f"{payload['count']} servers, {'ok' if payload['ok'] else 'invalid'}"
+        return text + (f", {payload['problem_count']} problems" if payload["problem_count"]
+                       else "")
+    if key == "mcp_pin":
+        text = f"{payload['action']} {payload['server']}"
+        if payload["digest"] is not None:
+            text += f" {payload['digest']} ({payload['tools']} tools, {payload['protocol']})"
+        text += f" by uid {payload['by']}"
+        if payload["passkey"] is not None:
+            text += f", with passkey {payload['passkey']['credential_id']}"
+        return text + (f": {payload['reason']}" if payload["reason"] is not None else "")
+    text = f"{payload['event']} {payload['server']}"
+    for name in ("call", "probe_id"):
+        if payload[name] is not None:
+            text += f" ({name.replace('_id', '')} {payload[name]})"
+    drift = payload["drift"]
+    if drift is not None:
+        text += "".join(f", {name} {' '.join(drift[name])}" for name in
+                        ("added", "removed", "changed") if drift[name])
+    return text + (f": {payload['reason']}" if payload["reason"] is not None else "")
 
 
 def show_line(record: Record, session: str | None, tool: str | None) -> str:
@@ -425,9 +470,10 @@ def _filter(session: str | None, call_id: int | None,
             calls[record.seq] = (event.session, event.tool)
             record_session, tool = event.session, event.tool
             referenced = record.seq
-        elif key in ("decision", "approval", "result"):
+        elif key in ("decision", "approval", "result", "mcp_server"):
             referenced = event.call
-            record_session, tool = calls.get(event.call, (None, None))
+            if referenced is not None:
+                record_session, tool = calls.get(referenced, (None, None))
         elif key == "declassify":
             record_session = event.session
         if session is not None and record_session != session:

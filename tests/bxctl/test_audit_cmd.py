@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -264,3 +266,36 @@ def test_verify_ok_line_names_the_accepted_breaks(tmp_path: Path) -> None:
     result = run("audit", "verify", str(one.write(tmp_path / "one")))
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[-1].startswith(f"ok, with 1 accepted break at {at}: ")
+
+
+def test_show_renders_the_tool_source_records_escaped(tmp_path: Path) -> None:
+    """12's records: a server's tool names and reasons are untrusted text."""
+    chain = Path(__file__).resolve().parents[2] / "fixtures" / "audit" / "mcp-chain"
+    shutil.copytree(chain, tmp_path / "audit")
+    day = tmp_path / "audit" / "2026-12-02.jsonl"
+    values = [json.loads(line) for line in day.read_bytes().splitlines()]
+    drift = next(v for v in values if "mcp_server" in v and v["mcp_server"]["drift"])
+    drift["mcp_server"]["drift"]["added"] = ["\x1b[2J\u202epush"]
+    drift["mcp_server"]["reason"] = "evil\nline"
+    prev, lines = "0" * 64, []
+    for seq, original in enumerate(values):
+        line = json.dumps({**original, "seq": seq, "prev": prev}, separators=(",", ":"))
+        prev = hashlib.sha256(line.encode()).hexdigest()
+        lines.append(line + "\n")
+    day.write_text("".join(lines))
+    result = run("audit", "show", str(tmp_path / "audit"))
+    assert result.exit_code == 0, result.output
+    out = result.stdout.splitlines()
+    assert len(out) == len(values)
+    assert "\x1b" not in result.stdout and "\u202e" not in result.stdout
+    text = "\n".join(out)
+    assert "probe git (probe 77)" in text
+    assert "pinned git " in text and "(2 tools, 2025-11-25) by uid 1000" in text
+    assert "drifted git (call 7), added \\u{001B}[2J\\u{202E}push, changed git_log: evil\\nline" \
+        in text
+    assert "ok, private, untrusted, 2210 bytes, mcp git/git_log exit 0, egress " \
+        "example.org:443, ?:443 refused not_allowed" in text
+    assert "container boxmaker-1a2b3c4d-cmd-11 exit 0" in text
+    assert "unpinned git by uid 1000: moving to a new image" in text
+    shown = run("audit", "show", "--call", "7", str(tmp_path / "audit")).stdout.splitlines()
+    assert [line.split()[2] for line in shown] == ["call", "decision", "mcp_server", "result"]

@@ -146,8 +146,10 @@ def conversation_line() -> list[bytes]:
 
 @seeds_of("audit-line")
 def audit_line() -> list[bytes]:
+    mcp_chain = (Path(__file__).resolve().parents[2] / "fixtures" / "audit" / "mcp-chain"
+                 / "2026-12-02.jsonl").read_bytes().splitlines()
     return [encode_record(Record(seq=7, ts=TS, prev="9f" * 32, event=event))
-            for event in one_of_each()]
+            for event in one_of_each()] + mcp_chain[1:4] + mcp_chain[5:7] + mcp_chain[9:11]
 
 
 @seeds_of("chain")
