@@ -37,6 +37,8 @@ RunnerKind = Literal["podman", "refusing", "echo"]
 class ConfigError(ConfigurationError):
     """brokerd.toml cannot be read or is not valid (the owner's file is at fault)."""
 
+    runbook = "docs/runbook.md#brokerd-start-failed"
+
 
 @attrs.frozen(kw_only=True)
 class PathsTable:

@@ -27,6 +27,9 @@ Phase = Literal["connect", "first_event", "idle", "total"]
 class InferenceError(UnavailableError):
     """Base class: talking to the inference server failed."""
 
+    wire_code = "inference_unavailable"
+    runbook = "docs/runbook.md#inference-unavailable"
+
     def __init__(self, message: str) -> None:
         self.message = message
         super().__init__(message)

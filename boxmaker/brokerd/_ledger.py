@@ -97,13 +97,19 @@ class Opened:
 class NoSuchApproval(PeerError):
     """No pending approval has that id (someone else took it, or it never was)."""
 
+    wire_code = "no_such_approval"
+
 
 class NoSuchSession(PeerError):
     """brokerd has never seen that session."""
 
+    wire_code = "no_such_session"
+
 
 class NotLower(PeerError):
     """A declassify that would raise the taint."""
+
+    wire_code = "not_lower"
 
 
 @attrs.define

@@ -52,9 +52,14 @@ RP_NAME = "boxmaker"
 class PasskeyInvalid(PeerError):
     """An assertion or attestation that does not verify (the message says which rule)."""
 
+    wire_code = "passkey_required"
+    runbook = "docs/runbook.md#passkey-required"
+
 
 class NoSuchEnrolment(PeerError):
     """No live enrolment link has that token (used, expired, or never made)."""
+
+    wire_code = "no_such_passkey"
 
 
 @attrs.define(kw_only=True)

@@ -52,6 +52,8 @@ FSYNC_OFF_WARNING = (
 class StartFailed(UnavailableError):
     """brokerd cannot start (config, socket paths, directories); `#brokerd-start-failed`."""
 
+    runbook = "docs/runbook.md#brokerd-start-failed"
+
 
 @attrs.frozen
 class Prepared:

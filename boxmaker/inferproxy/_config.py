@@ -35,6 +35,8 @@ MAX_KEY_FILE_BYTES: Final = 4096
 class ConfigError(ConfigurationError):
     """inferproxy.toml or a file it names cannot be used (the owner's files are at fault)."""
 
+    runbook = "docs/runbook.md#inferproxy-start-failed"
+
 
 @attrs.frozen(kw_only=True)
 class InferproxyFile:

@@ -45,6 +45,8 @@ SOCKET_NAME: Final = "infer"
 class StartFailed(UnavailableError):
     """inferproxy cannot start: bad config, socket path, key or CA file (the setup's fault)."""
 
+    runbook = "docs/runbook.md#inferproxy-start-failed"
+
 
 @attrs.frozen(kw_only=True)
 class Listener:

@@ -26,6 +26,8 @@ DEFAULT_TOOLS = ("read_file", "list_dir", "write_file", "http_fetch")
 class ConfigError(ConfigurationError):
     """loopd.toml cannot be read or is not valid (the owner's file is at fault)."""
 
+    runbook = "docs/runbook.md#loopd-start-failed"
+
 
 @attrs.frozen(kw_only=True)
 class InferenceTable:

@@ -74,9 +74,13 @@ LOOP_WORDING = Wording(
 class EventTooLarge(PeerError):
     """An event that would not fit in one frame; the turn fails (never a traceback)."""
 
+    wire_code = "turn_failed"
+
 
 class StartFailed(UnavailableError):
     """loopd cannot start; the message ends with its runbook pointer."""
+
+    runbook = "docs/runbook.md#loopd-start-failed"
 
 
 class InferenceStartFailed(StartFailed):

@@ -39,6 +39,8 @@ _LISTEN = re.compile(r"(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})")
 class WitnessConfigError(ConfigurationError):
     """witness.toml is missing, unreadable or not valid."""
 
+    runbook = "docs/runbook.md#witness-start-failed"
+
 
 @attrs.frozen(kw_only=True)
 class LogTable:
