@@ -38,6 +38,10 @@ class InferenceError(UnavailableError):
         """The message as shown (a traceback, a log line): with the table's pointer."""
         return with_pointer(self.message, self, joiner=" ")
 
+    def answer_message(self) -> str:
+        """A wire answer carries the pointer in its own field: the message alone."""
+        return self.message
+
 
 class InferenceUnavailable(InferenceError):
     """No connection, a timeout, or the server went away (the environment)."""
