@@ -40,7 +40,7 @@ from typing import Any, ClassVar, Final, Literal, TypeGuard, get_args
 import attrs
 
 from .._error_table import condition
-from .._errors import InternalError
+from .._errors import ErrorCode, InternalError, UnavailableError
 from ..policy._decision import Ask, Decision
 from ..proto._convert import U64, JsonObject
 from ..proto._json import canonical, dumps_bytes
@@ -332,10 +332,40 @@ class AnswerDenied:
     grant: str | None
 
 
+class CallFailed(UnavailableError):
+    """A call the table answers with an error (raised by broker.sock's handler,
+    answered by its one translation with the class's code)."""
+
+
+class RunnerUnavailable(CallFailed):
+    """The runner could not run an allowed call; nothing ran."""
+
+    wire_code = "runner_unavailable"
+    runbook = "docs/runbook.md#runner-unavailable"
+
+
+class CallNotRecorded(CallFailed):
+    """The call's records could not be written; it is never run or answered `result`."""
+
+    wire_code = "audit_unavailable"
+    runbook = "docs/runbook.md#audit-unavailable"
+
+
+def _same_error(one: CallFailed, other: CallFailed) -> bool:
+    return type(one) is type(other) and one.args == other.args
+
+
 @attrs.define(kw_only=True)
 class AnswerError:
-    code: Literal["audit_unavailable", "runner_unavailable"]
-    message: str
+    error: CallFailed = attrs.field(eq=attrs.cmp_using(eq=_same_error))
+
+    @property
+    def code(self) -> ErrorCode | None:
+        return self.error.wire_code
+
+    @property
+    def message(self) -> str:
+        return self.error.answer_message()
 
 
 @attrs.define(kw_only=True)
@@ -547,7 +577,7 @@ class CallLifecycle:
                               output=output_digest(output) if ran else None)
         reply: Reply
         if status == "runner_unavailable":
-            reply = AnswerError(code="runner_unavailable", message=(
+            reply = AnswerError(error=RunnerUnavailable(
                 f"brokerd: {message or 'the runner is unavailable'}; nothing ran. "
                 f"See {condition('runner_unavailable')}"))
         elif status == "unsafe_target":
@@ -569,7 +599,7 @@ class CallLifecycle:
         return self._result(event.status, event.output, event.message, event.taint)
 
     def _audit_failed(self, event: AuditFailed) -> Step:
-        return Step(reply=AnswerError(code="audit_unavailable", message=event.message))
+        return Step(reply=AnswerError(error=CallNotRecorded(event.message)))
 
     def _ticket(self) -> Ticket:
         if self.ticket is None:  # pragma: no cover - the table allows this only from PENDING
