@@ -40,7 +40,7 @@ from typing import Any, ClassVar, Final, Literal, TypeGuard, get_args
 import attrs
 
 from .._error_table import condition
-from .._errors import ErrorCode, InternalError, UnavailableError
+from .._errors import InternalError
 from ..policy._decision import Ask, Decision
 from ..proto._convert import U64, JsonObject
 from ..proto._json import canonical, dumps_bytes
@@ -63,6 +63,7 @@ from ..proto.audit import (
 )
 from ..proto.wire import DenialCode
 from ..proto.wire import ResultStatus as RanStatus
+from ._call_errors import CallFailed, CallNotRecorded, RunnerUnavailable, same_error
 
 
 class CallState(enum.Enum):
@@ -332,40 +333,9 @@ class AnswerDenied:
     grant: str | None
 
 
-class CallFailed(UnavailableError):
-    """A call the table answers with an error (raised by broker.sock's handler,
-    answered by its one translation with the class's code)."""
-
-
-class RunnerUnavailable(CallFailed):
-    """The runner could not run an allowed call; nothing ran."""
-
-    wire_code = "runner_unavailable"
-    runbook = "docs/runbook.md#runner-unavailable"
-
-
-class CallNotRecorded(CallFailed):
-    """The call's records could not be written; it is never run or answered `result`."""
-
-    wire_code = "audit_unavailable"
-    runbook = "docs/runbook.md#audit-unavailable"
-
-
-def _same_error(one: CallFailed, other: CallFailed) -> bool:
-    return type(one) is type(other) and one.args == other.args
-
-
 @attrs.define(kw_only=True)
 class AnswerError:
-    error: CallFailed = attrs.field(eq=attrs.cmp_using(eq=_same_error))
-
-    @property
-    def code(self) -> ErrorCode | None:
-        return self.error.wire_code
-
-    @property
-    def message(self) -> str:
-        return self.error.answer_message()
+    error: CallFailed = attrs.field(eq=attrs.cmp_using(eq=same_error))
 
 
 @attrs.define(kw_only=True)
