@@ -149,9 +149,13 @@ def pointer_of(error: BaseException | type[BaseException], *, shown_by: str | No
     """The runbook pointer of an error; KeyError if its class gives it none.
 
     `shown_by` names the daemon that shows it, for a class whose
-    ``runbook_shown_by`` names that daemon.
+    ``runbook_shown_by`` names that daemon; an error that carries its
+    daemon's name (``daemon``: `StartFailed`, `ConfigError`) is shown by it.
     """
     cls = error if isinstance(error, type) else type(error)
+    if shown_by is None and not isinstance(error, type):
+        daemon = getattr(error, "daemon", None)
+        shown_by = daemon if isinstance(daemon, str) else None
     if issubclass(cls, BoxmakerError):
         if shown_by is not None and shown_by in cls.runbook_shown_by:
             return cls.runbook_shown_by[shown_by]

@@ -28,8 +28,10 @@ a raised error into its answer in one place with them.  Messages do not carry
 the pointer; it is added where the message is shown (the wire answer, the
 CLI's stderr line, the log line).
 
-This module defines no ``__init__`` and no ``__str__``: a subclass that also
-derives from ``ValueError`` or ``click.ClickException`` keeps their behaviour.
+The root and the fault classes define no ``__init__`` and no ``__str__``: a
+subclass that also derives from ``ValueError`` or ``click.ClickException``
+keeps their behaviour.  `StartFailed` and `ConfigError`, one class each for
+every daemon, carry the daemon's name (and so its runbook section).
 """
 
 from __future__ import annotations
@@ -101,6 +103,36 @@ class InternalSignal(BoxmakerError):
 class InternalError(BoxmakerError):
     """Our own bug: an invariant of ours broken (an event the call table has no
     transition for).  Fails closed; never the peer's or the owner's fault."""
+
+
+class StartFailed(UnavailableError):
+    """A daemon cannot start (sockets, directories, settings); `daemon` names it."""
+
+    runbook_shown_by: ClassVar[Mapping[str, str]] = {
+        "brokerd": "docs/runbook.md#brokerd-start-failed",
+        "loopd": "docs/runbook.md#loopd-start-failed",
+        "inferproxy": "docs/runbook.md#inferproxy-start-failed",
+    }
+
+    def __init__(self, daemon: str, message: str) -> None:
+        super().__init__(message)
+        self.daemon = daemon
+
+
+class ConfigError(ConfigurationError):
+    """A daemon's (or a command's) TOML file, or a file it names, cannot be read
+    or is not valid (the owner's files are at fault); `daemon` names whose."""
+
+    runbook_shown_by: ClassVar[Mapping[str, str]] = {
+        "brokerd": "docs/runbook.md#brokerd-start-failed",
+        "loopd": "docs/runbook.md#loopd-start-failed",
+        "inferproxy": "docs/runbook.md#inferproxy-start-failed",
+        "witness": "docs/runbook.md#witness-start-failed",
+    }
+
+    def __init__(self, daemon: str, message: str) -> None:
+        super().__init__(message)
+        self.daemon = daemon
 
 
 FAULT_CLASSES: tuple[type[BoxmakerError], ...] = (

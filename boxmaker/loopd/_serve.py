@@ -22,7 +22,7 @@ import trio
 
 from .. import __version__
 from .._error_table import shown
-from .._errors import BoxmakerError, PeerError, UnavailableError
+from .._errors import BoxmakerError, PeerError, StartFailed, UnavailableError
 from .._http import InferenceError
 from .._http.client import LlamaClient
 from .._sockets import _sd
@@ -95,18 +95,12 @@ class ConversationUnwritable(UnavailableError):
     wire_code = "turn_failed"
 
 
-class StartFailed(UnavailableError):
-    """loopd cannot start; the message ends with its runbook pointer."""
-
-    runbook = "docs/runbook.md#loopd-start-failed"
-
-
 class InferenceStartFailed(StartFailed):
     """The start's self-test failed: `reason` is what a waiting client is told."""
 
     def __init__(self, message: str, *, reason: str) -> None:
         self.reason = reason
-        super().__init__(message)
+        super().__init__("loopd", message)
 
 
 FAILED_START_ANSWER_S: Final = 3.0
@@ -357,7 +351,8 @@ async def serve(
     try:
         activated = _sd.unix_listener(_sd.listen_fds(), "loop")
     except _sd.ActivationError as exc:
-        raise StartFailed(shown(f"loopd: {exc}", StartFailed, joiner=" ")) from exc
+        raise StartFailed(
+            "loopd", shown(f"loopd: {exc}", StartFailed, joiner=" ", shown_by="loopd")) from exc
     if activated is not None:
         listener = activated
     else:
@@ -367,7 +362,8 @@ async def serve(
             listener = bind_unix_listener(config.socket, shared_dir=shared, open_socket=shared,
                                           own_uid=own)
         except SocketSetupError as exc:
-            raise StartFailed(shown(f"loopd: {exc}", StartFailed, joiner=" ")) from exc
+            raise StartFailed(
+                "loopd", shown(f"loopd: {exc}", StartFailed, joiner=" ", shown_by="loopd")) from exc
     listener.setblocking(False)
     trio_listener = trio.socket.from_stdlib_socket(listener)
     with trio_listener:
