@@ -144,7 +144,10 @@ def test_a_new_conversation_reuses_the_shared_prefix(llama_server: LlamaServer) 
         loopd.stop()
         stack.brokerd.stop()
     log = loopd.log()
-    _first, (_finish, second_n, second_cached) = ROUND.findall(log)
+    assert "conversation second is new: slot 0 kept" in log, log
+    rounds = ROUND.findall(log.split("conversation second is new", 1)[1])
+    assert rounds, log
+    _finish, second_n, second_cached = rounds[0]
     # The system message and the tool's schema (over 100 tokens with the
     # template's header) came from the slot; only the new message was evaluated.
     assert "slot restore for second failed" not in log, log
