@@ -14,7 +14,6 @@ from typing import Any, NoReturn
 import click
 
 from .._error_table import condition
-from .._session_state import read_state
 from ..proto._convert import U64, U64_MAX, unstructure
 from ..proto._escape import escape_line
 from ..proto._json import dumps, dumps_terminal
@@ -262,6 +261,8 @@ def _show_offline(app: App, name: str, as_json: bool, why: DaemonUnreachable) ->
     click.echo(f"bxctl: {why.format_message()}", err=True)
     click.echo("bxctl: brokerd is not running: showing the state file, a cache of the "
                "audit log (`brokerd rebuild-state` recomputes it)", err=True)
+    from .._session_state import read_state  # only without brokerd
+
     state = read_state(app.config.state / "sessions", name, head_seq=U64_MAX)
     if state is None:
         _fail(f"no state file for session {name}")
