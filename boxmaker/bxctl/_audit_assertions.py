@@ -21,10 +21,9 @@ from typing import Any
 import attrs
 
 from .._passkey_check import MAX_SIDECAR, LoggedApproval, recheck
-from ..proto._audit import ApprovalRecord, Call, DecisionRecord, OutcomeAsk, Record
-from ..proto._audit_passkey import PasskeyRecord
 from ..proto._escape import escape_line
-from ..proto._wire_passkey import from_b64url
+from ..proto.audit import ApprovalRecord, Call, DecisionRecord, OutcomeAsk, PasskeyRecord, Record
+from ..proto.wire import from_b64url
 
 ASSERTIONS_DIR = "assertions"
 CHALLENGE_SUFFIX = ".challenge.json"

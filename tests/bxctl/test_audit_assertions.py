@@ -15,9 +15,9 @@ from boxmaker.bxctl._audit_assertions import (
     _read,
     report_lines,
 )
-from boxmaker.proto._audit import ApprovalRecord, Record
-from boxmaker.proto._audit_passkey import PasskeyUse
 from boxmaker.proto._convert import U64
+from boxmaker.proto.audit._audit import ApprovalRecord, Record
+from boxmaker.proto.audit._audit_passkey import PasskeyUse
 
 
 def test_read_refuses_links_fifos_and_big_files(tmp_path: Path) -> None:

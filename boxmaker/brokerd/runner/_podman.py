@@ -14,13 +14,15 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 import attrs
 import trio
 
 from ..._protected import ProtectedSet, protected_set
-from ..._sd import child_environment
+from ..._sockets._sd import child_environment
 from ...proto._escape import escape_text
+from ...proto.tools import CATALOGUE, RunsOn
 from ._egress import (
     EgressProxy,
     ResolveError,
@@ -38,7 +40,6 @@ from ._podman_argv import (
     EGRESS_SOCKET_NAME,
     KILL_GRACE_S,
     STDERR_KEEP_BYTES,
-    TOOLS,
     UNAVAILABLE,
     PodmanSettings,
     build_argv,
@@ -59,6 +60,7 @@ from ._podman_check import (
 )
 from ._scratch import Scratch, default_scratch_root
 from ._spec import RunOutcome, RunSpec
+from ._three_steps import reap, remove_container
 
 log = logging.getLogger("boxmaker.brokerd.runner.podman")
 
@@ -106,6 +108,9 @@ class PodmanRuntime:
     answers runner_unavailable with the check's reason.
     """
 
+    serves: frozenset[RunsOn] = frozenset({"files", "fetch"})
+    """The toolkit's tools: the file tools and the fetch."""
+
     def __init__(
         self,
         settings: PodmanSettings,
@@ -138,7 +143,7 @@ class PodmanRuntime:
             reason=f"the podman runner has not been checked yet. {UNAVAILABLE}",
         )
 
-    kind = "podman"
+    kind: Literal["podman"] = "podman"
 
     @property
     def ok(self) -> bool:
@@ -227,14 +232,15 @@ class PodmanRuntime:
         if not self.check_result.ok:
             reason = self.check_result.reason
             return RunOutcome(status="runner_unavailable", output=None, message=reason)
-        if spec.tool not in TOOLS:
+        entry = CATALOGUE.get(spec.tool)
+        if entry is None or entry.runs_on not in self.serves:
             return RunOutcome(
                 status="runner_unavailable",
                 output=None,
                 message=f"the podman runner has no tool {_one_line(spec.tool)}. {UNAVAILABLE}",
             )
         try:
-            if spec.tool == "http_fetch":
+            if entry.runs_on == "fetch":
                 return await self._run_fetch(spec)
             plan = self._file_plan(spec)
         except UnsafeTarget as exc:
@@ -394,28 +400,16 @@ class PodmanRuntime:
                 with trio.move_on_after(KILL_GRACE_S):
                     await process.wait()
         finally:
-            with trio.CancelScope(shield=True):
-                if process.returncode is None:
-                    process.kill()
-                    await process.wait()
-                if timed_out or process.returncode not in (0, None):
-                    # --rm removes the container on a normal exit; after a kill
-                    # or a failure make sure nothing is left behind.
-                    await self._kill(name)
-                for pipe in (process.stdin, process.stdout, process.stderr):
-                    await pipe.aclose()
+            await reap(process)
+            if timed_out or process.returncode not in (0, None):
+                # --rm removes the container on a normal exit; after a kill
+                # or a failure make sure nothing is left behind.
+                await self._kill(name)
         return _Exit(process.returncode, stdout, stderr, too_large, timed_out)
 
     async def _kill(self, name: str) -> None:
         """Kill and remove the container by name (shielded: it runs during cancellation)."""
-        with trio.CancelScope(shield=True), trio.move_on_after(30):
-            await trio.run_process(
-                [self.settings.podman, "rm", "--force", "--ignore", "--time", "0", name],
-                env=child_environment(),
-                capture_stdout=True,
-                capture_stderr=True,
-                check=False,
-            )
+        await remove_container(self.settings.podman, name)
 
 
 def _one_line(text: str) -> str:
