@@ -19,7 +19,6 @@ from ..proto._convert import U64, U64_MAX, unstructure
 from ..proto._escape import escape_line
 from ..proto._json import dumps, dumps_terminal
 from ..proto._taint import LABELS, Label, Taint
-from ..proto.tools import CATALOGUE
 from ..proto.wire import (
     AdminAnswer,
     AdminRequestBody,
@@ -137,6 +136,8 @@ def render_approval(approval: Approval, now: dt.datetime | None = None,
         *wrap_own([(f"  session  {approval.session} · label {approval.state.label} "
                     f"· {trust}", False)], width, _FIELD_HEAD),
     ]
+    from ..proto.tools import CATALOGUE  # the catalogue: when an approval is shown
+
     entry = CATALOGUE.get(approval.tool)
     block = _BLOCKS.get(entry.approval if entry is not None else "args", _arg_rows)
     return lines + block(approval, width, value_indent)

@@ -57,8 +57,10 @@ def test_status_loads_neither_trio_nor_the_chat() -> None:
     assert not [m for m in loaded if m.split(".")[0] in ("trio", "cryptography", "webauthn")
                 or m in QUIET[3:-1]]
     # what status does not need, kept out of its start-up (issue 23 goal 2): the width
-    # table of the model's text, shutil's compressors, OpenSSL, the state files
-    assert not loaded & {"wcwidth", "shutil", "lzma", "hashlib", "boxmaker._session_state"}
+    # table of the model's text, shutil's compressors, OpenSSL, the state files, the tool
+    # catalogue (an approval's rendering needs it)
+    assert not loaded & {"wcwidth", "shutil", "lzma", "hashlib", "boxmaker._session_state",
+                          "boxmaker.proto.tools"}
 
 
 def test_chat_say_loads_neither_the_grants_nor_the_admin_commands() -> None:
