@@ -80,6 +80,7 @@ PURE_MODULES = frozenset({
     "boxmaker._http._llama_api",  # llama-server's typed answers
     "boxmaker._http._llama_decode",  # llama-server's strict decoders
     "boxmaker._error_table",  # the one error table
+    "boxmaker._commands_config",  # brokerd.toml's [commands]
     "boxmaker.brokerd._lifecycle",  # brokerd's call table
 })
 """The pure modules outside proto/ and policy/ (rule 2).  A module that moves is renamed here."""

@@ -20,7 +20,11 @@ MODES: Final[tuple[Mode, ...]] = ("allow", "ask", "deny")
 STRICTNESS: Final[dict[str, int]] = {"allow": 0, "ask": 1, "deny": 2}
 """allow < ask < deny."""
 
-Rule = Literal["G1", "G2", "G3", "G4", "G5", "G6", "G7", "G8", "G9"]
+Rule = Literal[
+    "G1", "G2", "G3", "G4", "G5", "G6", "G7", "G8", "G9",
+    "G17", "G18", "G19", "G20", "G21", "G22",
+]
+"""G17..G22 are run_command's (12-tool-sources; `_command_grants.py`)."""
 
 EMPTY_DIGEST: Final = hashlib.sha256(b"").hexdigest()
 

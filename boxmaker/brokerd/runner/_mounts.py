@@ -89,6 +89,8 @@ class Mount:
     source: str
     destination: str
     read_only: bool
+    noexec: bool = True
+    """False only for run_command's grant entries (a test suite runs its tree's scripts)."""
 
     def argument(self) -> str:
         """The value of podman's ``--mount`` for this mount."""
@@ -102,8 +104,9 @@ class Mount:
             "bind-nonrecursive=true",
             "nosuid",
             "nodev",
-            "noexec",
         ]
+        if self.noexec:
+            parts.append("noexec")
         return ",".join(parts)
 
 

@@ -20,6 +20,15 @@ from ._args import (
     WriteMode,
 )
 from ._catalogue import CATALOGUE
+from ._command_args import (
+    MAX_ARGV,
+    RunCommandArgs,
+    argv_problem,
+    parse_run_command_args,
+    program_problem,
+    token_problem,
+)
+from ._command_block import command_block_rows
 from ._entry import (
     NAME_GRAMMAR,
     TARGET_KINDS,
@@ -38,6 +47,7 @@ from ._parse import parse_args
 
 __all__ = [
     "CATALOGUE",
+    "MAX_ARGV",
     "MAX_WRITE_CONTENT_BYTES",
     "NAME_GRAMMAR",
     "TARGET_KINDS",
@@ -55,11 +65,17 @@ __all__ = [
     "ParsedArgs",
     "ReadFileArgs",
     "ResultField",
+    "RunCommandArgs",
     "RunsOn",
     "Tool",
     "ToolArgs",
     "Verbs",
     "WriteFileArgs",
     "WriteMode",
+    "argv_problem",
+    "command_block_rows",
     "parse_args",
+    "parse_run_command_args",
+    "program_problem",
+    "token_problem",
 ]
