@@ -249,11 +249,12 @@ def test_nothing_survives_a_kill_9_of_brokerd(image: str, tmp_path: Path) -> Non
             runtime = OciRuntime(settings(image, "oci"), home, trial_run=False)
             with trio.fail_after(120):
                 assert (await runtime.start()).ok
+            assert runc_list(root) == []
+            assert list((root / "bundles").iterdir()) == []
             await runtime.aclose()
 
         trio.run(restart)
-        assert runc_list(root) == []
-        assert list((root / "bundles").iterdir()) == []
+        assert not root.exists(), "the state and bundles go at stop"
         mounts = Path("/proc/self/mountinfo").read_text()
         assert str(root) not in mounts
         for controller in ("pids", "memory"):

@@ -22,7 +22,7 @@ import pytest
 import trio
 
 from boxmaker.brokerd.runner._mounts import Mount
-from boxmaker.brokerd.runner._oci import OciRuntime
+from boxmaker.brokerd.runner._oci import OciRuntime, default_oci_root
 from boxmaker.brokerd.runner._podman import (
     PodmanRuntime,
 )
@@ -70,6 +70,12 @@ def home(tmp_path: Path) -> Iterator[Path]:
     home.mkdir()
     yield home
     assert leftovers(home) == [], "a container was left behind"
+    oci_root = default_oci_root(home, instance_id(home))
+    if (oci_root / "state").exists():
+        listed = subprocess.run(["runc", "--root", str(oci_root / "state"), "list", "--quiet"],
+                                capture_output=True, text=True, check=True).stdout.split()
+        assert listed == [], "an oci container was left behind"
+        assert list((oci_root / "bundles").iterdir()) == [], "a bundle was left behind"
 
 
 async def started(settings: PodmanSettings, home: Path, **kw: Any) -> PodmanRuntime:

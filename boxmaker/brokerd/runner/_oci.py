@@ -206,7 +206,13 @@ class OciRuntime(PodmanRuntime):
         await self._runtime_command("delete", "--force", name, check=False)
 
     async def aclose(self) -> None:
+        """After the last call: the podman runtime's stop, then the bundles and state go."""
         await super().aclose()
+        if self.direct:
+            with trio.CancelScope(shield=True), contextlib.suppress(OSError):
+                for bundle in sorted(self.bundles.iterdir()):
+                    await trio.to_thread.run_sync(_remove_bundle, bundle)
+                shutil.rmtree(self.oci_root)
         if self._rootfs is not None:
             with trio.CancelScope(shield=True), contextlib.suppress(PodmanCommandError):
                 await podman_command([self.settings.podman, "image", "unmount",
