@@ -194,7 +194,10 @@ class OciRuntime(PodmanRuntime):
             return await self._execute(argv, name, request)
         finally:
             with trio.CancelScope(shield=True):
-                await self._runtime_command("delete", "--force", name, check=False)
+                # `run` deletes the container when its process ends; its state
+                # directory left means it did not (a kill, a failure): delete it.
+                if os.path.lexists(self.state / name):
+                    await self._runtime_command("delete", "--force", name, check=False)
                 with contextlib.suppress(OSError):
                     await trio.to_thread.run_sync(_remove_bundle, bundle)
 
