@@ -257,9 +257,9 @@ def test_nothing_survives_a_kill_9_of_brokerd(image: str, tmp_path: Path) -> Non
         assert not root.exists(), "the state and bundles go at stop"
         mounts = Path("/proc/self/mountinfo").read_text()
         assert str(root) not in mounts
-        for controller in ("pids", "memory"):
+        for controller in ("pids", "memory", "cpu"):
             assert not Path(f"/sys/fs/cgroup/{controller}/boxmaker-{instance_id(home)}"
-                            f"/{name}").exists()
+                            ).exists(), "a cgroup was left behind"
     finally:
         if holder.poll() is None:
             holder.kill()

@@ -89,6 +89,16 @@ def _remove_bundle(bundle: Path) -> None:
     shutil.rmtree(bundle, ignore_errors=True)
 
 
+def _remove_cgroup_parents(instance: str) -> None:
+    """The empty ``boxmaker-<instance>`` cgroup directories the runtime's leaves sat in."""
+    with contextlib.suppress(OSError):
+        for controller in os.scandir("/sys/fs/cgroup"):
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.join(controller.path, f"boxmaker-{instance}"))
+    with contextlib.suppress(OSError):
+        os.rmdir(f"/sys/fs/cgroup/boxmaker-{instance}")
+
+
 class OciRuntime(PodmanRuntime):
     """The podman runtime's checks and plans, each call's container run by the OCI runtime."""
 
@@ -216,6 +226,7 @@ class OciRuntime(PodmanRuntime):
                 for bundle in sorted(self.bundles.iterdir()):
                     await trio.to_thread.run_sync(_remove_bundle, bundle)
                 shutil.rmtree(self.oci_root)
+                await trio.to_thread.run_sync(_remove_cgroup_parents, self.instance)
         if self._rootfs is not None:
             with trio.CancelScope(shield=True), contextlib.suppress(PodmanCommandError):
                 await podman_command([self.settings.podman, "image", "unmount",
