@@ -14,7 +14,8 @@ cost per call (create, start --attach, rm: most of a call) is gone:
   the same caps and time limit; a kill is ``RUNTIME kill NAME KILL`` and
   ``delete --force``;
 - the runtime's state lives under this instance's own ``--root`` directory
-  (``$XDG_RUNTIME_DIR/boxmaker/oci-<instance>``), so after a kill -9 of
+  (in a private tmpfs at ``$XDG_RUNTIME_DIR/boxmaker/oci-<instance>``, with
+  the bundles), so after a kill -9 of
   brokerd its next start deletes every container listed there (``list`` then
   ``delete --force`` each), unmounts and removes every bundle.
 
@@ -73,6 +74,14 @@ def _overlay(lower: str, bundle: Path) -> None:
     if _libc.mount(b"overlay", os.fsencode(rootfs), b"overlay", 0, data) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"the call's root cannot be mounted ({os.strerror(err)})")
+
+
+def _mount_tmpfs(path: Path) -> None:
+    """A private tmpfs (0700, 64m, nosuid, nodev) for the state and the bundles."""
+    flags = 0x2 | 0x4  # MS_NOSUID | MS_NODEV
+    if _libc.mount(b"tmpfs", os.fsencode(path), b"tmpfs", flags, b"mode=0700,size=64m") != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{path}: a tmpfs cannot be mounted ({os.strerror(err)})")
 
 
 def _unmount(rootfs: Path) -> None:
@@ -171,6 +180,10 @@ class OciRuntime(PodmanRuntime):
             st = os.lstat(path)
             if st.st_uid != self._uid or st.st_mode & 0o077 or not os.path.isdir(path):
                 raise OSError(f"{path} is not a directory private to brokerd")
+            if path is self.oci_root and not os.path.ismount(path):
+                # State and bundles in memory: a call's bundle is made and removed
+                # without a disk journal's cost (30 ms per call on ext4 here).
+                _mount_tmpfs(path)
         listed = await self._runtime_command("list", "--quiet")
         names = listed.decode("utf-8", "replace").split()
         for name in names:
@@ -225,7 +238,9 @@ class OciRuntime(PodmanRuntime):
             with trio.CancelScope(shield=True), contextlib.suppress(OSError):
                 for bundle in sorted(self.bundles.iterdir()):
                     await trio.to_thread.run_sync(_remove_bundle, bundle)
-                shutil.rmtree(self.oci_root)
+                await trio.to_thread.run_sync(_unmount, self.oci_root)
+                if not os.path.ismount(self.oci_root):
+                    shutil.rmtree(self.oci_root)
                 await trio.to_thread.run_sync(_remove_cgroup_parents, self.instance)
         if self._rootfs is not None:
             with trio.CancelScope(shield=True), contextlib.suppress(PodmanCommandError):
