@@ -31,7 +31,7 @@ from boxmaker.brokerd.runner._egress import (
     open_unix_listener,
 )
 from boxmaker.brokerd.runner._mounts import Mount
-from boxmaker.brokerd.runner._oci import OciRuntime
+from boxmaker.brokerd.runner._oci import OciRuntime, default_oci_root
 from boxmaker.brokerd.runner._podman import (
     PodmanRuntime,
 )
@@ -72,6 +72,10 @@ def home(tmp_path: Path) -> Iterator[Path]:
         ["podman", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True, check=True
     ).stdout.split()
     assert [n for n in names if n.startswith(container_prefix(instance_id(home)))] == []
+    oci_root = default_oci_root(home, instance_id(home))
+    if os.path.ismount(oci_root):  # a test that did not aclose() its runtime
+        assert list((oci_root / "bundles").iterdir()) == [], "a bundle was left behind"
+        subprocess.run(["umount", "--lazy", str(oci_root)], check=True)
 
 
 @pytest.fixture
