@@ -7,8 +7,13 @@ ones resolved, every one counted wherever it stands (in a function, under
 1. No daemon package imports another's modules (and shared code, outside the
    daemon packages, imports none of them: else a daemon would reach another
    through it).
-2. proto/, policy/ and the pure parsers import no trio, directly or through
-   any boxmaker module they import.
+2. proto/, policy/ and the modules of PURE_MODULES are pure: they do no I/O,
+   not even through the boxmaker code they use (tests/purity.py says exactly
+   what counts), and import no trio, directly or through any boxmaker module
+   they import.  policy/_load.py is the one *files* module of those packages
+   (it reads the grants directory); it and the files modules of
+   NO_TRIO_FILES do I/O but load no trio either.  "pure" means the same in
+   docs/design.md's layer column (tests/test_docs_design.py).
 3. No import circle between files.
 4. No file over 600 lines.
 5. No swallowed broad exception: an ``except`` of ``Exception``,
@@ -16,11 +21,14 @@ ones resolved, every one counted wherever it stands (in a function, under
    body), or use what it caught (``as exc`` and a use of ``exc``), or log it
    (a ``.exception(...)`` call, or a call with ``exc_info=``).
 6. Nothing outside proto/ imports a private module of a room of proto/
-   (``proto/wire/``, ``proto/audit/``, ``proto/tlog/``): it imports the room's
-   face (issue 24).
+   (``proto/wire/``, ``proto/audit/``, ``proto/tlog/``, ``proto/tools/``): it
+   imports the room's face (issue 24).
 7. A daemon's socket client module ends in ``_client``: a module of a daemon
    package that imports the framed client or opens a Unix socket (but in a
    ``*_check`` probe); no module ends in ``_port`` (issue 24).
+8. One tool catalogue (issue 25): outside ``boxmaker/proto/tools/_catalogue.py``
+   no comparison, dict key or ``match`` case is a string constant equal to a
+   tool's name (docstrings are neither).
 
 A violation another engineer is removing right now is named in ALLOWED below,
 with who; the lead empties it after merging.  Nothing else may be added there.
@@ -36,6 +44,7 @@ import attrs
 import pytest
 
 import boxmaker
+from tests.purity import io_of
 
 # -- exceptions to the rules: none (issue 12 removed the last) ------------------------------
 ALLOWED_IMPORTS: frozenset[tuple[str, str]] = frozenset()
@@ -56,11 +65,13 @@ DAEMONS = frozenset(
 """The daemon packages: each meets the others only over their sockets (or as a program)."""
 
 PURE_PACKAGES = ("boxmaker.proto", "boxmaker.policy")
+FILES_IN_PURE_PACKAGES = frozenset({"boxmaker.policy._load"})
+"""The one module of proto/ and policy/ that does I/O: it reads the grants directory."""
 PURE_MODULES = frozenset({
-    "boxmaker._toml",  # TOML into the strict converter
-    "boxmaker._paths",  # boxmaker's paths
+    "boxmaker._errors",  # the exception root
     "boxmaker._passkey_origin",  # the approval page's origin rules
-    "boxmaker._audit_leaves",  # the audit tree's leaves
+    "boxmaker._passkey_check",  # a kept assertion re-verified
+    "boxmaker._qr",  # a QR code as text
     "boxmaker._http._chunked",  # HTTP chunked decoding
     "boxmaker._http._sse",  # server-sent events
     "boxmaker._http._errors",  # the HTTP client's errors
@@ -69,9 +80,17 @@ PURE_MODULES = frozenset({
     "boxmaker._http._llama_api",  # llama-server's typed answers
     "boxmaker._http._llama_decode",  # llama-server's strict decoders
     "boxmaker._error_table",  # the one error table
+    "boxmaker._commands_config",  # brokerd.toml's [commands]
     "boxmaker.brokerd._lifecycle",  # brokerd's call table
 })
-"""The pure parsers outside proto/ and policy/ (rule 2).  A module that moves is renamed here."""
+"""The pure modules outside proto/ and policy/ (rule 2).  A module that moves is renamed here."""
+
+NO_TRIO_FILES = frozenset({
+    "boxmaker._toml",  # the owner's TOML files, read strictly
+    "boxmaker._paths",  # boxmaker's default locations (the environment, the home)
+    "boxmaker._audit_leaves",  # the audit log's lines as leaves (reads the day files)
+})
+"""files modules that load no trio (rule 2): clients such as `bxctl status` import them."""
 
 MAX_LINES = 600
 BROAD = frozenset({"Exception", "BaseException"})
@@ -176,10 +195,19 @@ def test_no_daemon_package_imports_another() -> None:
 # -- rule 2 ---------------------------------------------------------------------------------
 
 
+def _in_pure_packages(name: str) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in PURE_PACKAGES)
+
+
 def _pure(name: str) -> bool:
-    return name in PURE_MODULES or any(
-        name == p or name.startswith(p + ".") for p in PURE_PACKAGES
-    )
+    """Held to no I/O and no trio (rule 2)."""
+    return name in PURE_MODULES or (
+        _in_pure_packages(name) and name not in FILES_IN_PURE_PACKAGES)
+
+
+def _no_trio(name: str) -> bool:
+    """Held to no trio (rule 2): the pure modules and the files ones named for it."""
+    return _pure(name) or name in NO_TRIO_FILES or name in FILES_IN_PURE_PACKAGES
 
 
 def _parents(name: str) -> set[str]:
@@ -206,15 +234,27 @@ def _trio_path(start: str) -> list[str] | None:
 
 
 def test_the_pure_modules_are_there() -> None:
-    """A pure parser that moved is named again in PURE_MODULES, not dropped."""
-    assert sorted(PURE_MODULES - set(MODULES)) == []
+    """A module that moved is named again in its list, not dropped."""
+    named = PURE_MODULES | NO_TRIO_FILES | FILES_IN_PURE_PACKAGES
+    assert sorted(named - set(MODULES)) == []
     assert all(p in MODULES for p in PURE_PACKAGES)
 
 
-def test_proto_policy_and_the_pure_parsers_import_no_trio() -> None:
-    found = {name: chain for name in MODULES if _pure(name)
+def test_proto_policy_and_the_pure_modules_import_no_trio() -> None:
+    found = {name: chain for name in MODULES if _no_trio(name)
              if (chain := _trio_path(name)) is not None}
     assert {n: " -> ".join(c) for n, c in sorted(found.items())} == {}
+
+
+def test_proto_policy_and_the_pure_modules_do_no_io() -> None:
+    """No I/O by tests/purity.py's rules, not even through the code they name."""
+    found = {name: io[:3] for name in MODULES if _pure(name) if (io := io_of(name))}
+    assert found == {}
+
+
+def test_the_files_modules_of_rule_2_are_not_pure() -> None:
+    """A files module named for rule 2 does I/O; one that stopped belongs in PURE_MODULES."""
+    assert [n for n in sorted(NO_TRIO_FILES | FILES_IN_PURE_PACKAGES) if not io_of(n)] == []
 
 
 # -- rule 3 ---------------------------------------------------------------------------------
@@ -352,7 +392,8 @@ def test_relative_imports_are_resolved() -> None:
 
 # -- rule 6 ---------------------------------------------------------------------------------
 
-ROOMS = ("boxmaker.proto.wire", "boxmaker.proto.audit", "boxmaker.proto.tlog")
+ROOMS = ("boxmaker.proto.wire", "boxmaker.proto.audit", "boxmaker.proto.tlog",
+         "boxmaker.proto.tools", "boxmaker.proto.mcp")
 
 
 def _private_room_module(name: str) -> bool:
@@ -430,3 +471,84 @@ def test_the_client_rule_sees_the_clients() -> None:
     assert {"boxmaker.loopd._broker_client", "boxmaker.approvals._admin_client",
             "boxmaker.bxctl._admin_client", "boxmaker.bxctl._loop_client"} <= clients
     assert "boxmaker.loopd._serve" not in clients  # its broker check only probes
+
+
+# -- rule 8: one tool catalogue (issue 25) ----------------------------------------------------
+
+CATALOGUE_MODULE = "boxmaker.proto.tools._catalogue"
+"""The one module that names a tool."""
+
+ALLOWED_TOOL_NAMES: frozenset[tuple[str, int]] = frozenset()
+"""(file, line) of tool names spelled outside the catalogue: none."""
+
+
+def _tool_name_uses(tree: ast.AST, names: frozenset[str]) -> list[int]:
+    """Lines where a string constant equal to a tool name is compared with (an operand
+    of a comparison, or an item of a literal tuple, list or set, or of ``frozenset(...)``,
+    ``set(...)`` or ``tuple(...)`` of one, compared with), a dict
+    key, a keyword of ``dict(...)`` or a ``match`` case.  Docstrings are not looked at:
+    they are neither."""
+
+    def named(node: ast.AST | None) -> bool:
+        if isinstance(node, ast.Constant):
+            return isinstance(node.value, str) and node.value in names
+        if isinstance(node, ast.Tuple | ast.List | ast.Set):
+            return any(named(item) for item in node.elts)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id in ("frozenset", "set", "tuple") and node.args:
+            return named(node.args[0])
+        return False
+
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            if any(named(side) for side in (node.left, *node.comparators)):
+                found.add(node.lineno)
+        elif isinstance(node, ast.Dict):
+            found.update(key.lineno for key in node.keys if key is not None and named(key))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id == "dict":
+            if any(k.arg in names for k in node.keywords):
+                found.add(node.lineno)
+        elif isinstance(node, ast.MatchValue | ast.MatchSingleton):
+            if named(getattr(node, "value", None)):
+                found.add(node.lineno)
+        elif isinstance(node, ast.MatchMapping):
+            found.update(key.lineno for key in node.keys if named(key))
+    return sorted(found)
+
+
+def test_no_module_but_the_catalogue_names_a_tool() -> None:
+    """Adding a tool is one catalogue entry: no other module branches on a tool's name."""
+    from boxmaker.proto.tools import CATALOGUE
+
+    names = CATALOGUE.every_name
+    assert CATALOGUE_MODULE in MODULES
+    found = {(m.rel, line) for name, m in MODULES.items() if name != CATALOGUE_MODULE
+             for line in _tool_name_uses(m.tree, names)}
+    assert sorted(found - ALLOWED_TOOL_NAMES) == []
+
+
+@pytest.mark.parametrize(
+    ("source", "lines"),
+    [
+        ('if tool == "read_file":\n    pass\n', [1]),
+        ('ok = "echo" != kind\n', [1]),
+        ('ok = tool in ("read_file", "list_dir")\n', [1]),
+        ('ok = tool not in {"http_fetch"}\n', [1]),
+        ('ok = tool in frozenset({"list_dir"})\n', [1]),
+        ('VERBS = {\n    "write_file": "writes",\n}\n', [2]),
+        ('VERBS = dict(list_dir="lists")\n', [1]),
+        ('match tool:\n    case "http_fetch":\n        pass\n', [2]),
+        ('match tool:\n    case "a" | "echo":\n        pass\n', [2]),
+        ('match args:\n    case {"read_file": x}:\n        pass\n', [2]),
+        ('"""read_file, list_dir and echo."""\n', []),
+        ('def f():\n    """Runs http_fetch."""\n', []),
+        ('message = "unknown tool read_file"\n', []),
+        ('TOOLS = ("read_file", "echo")\n', []),
+        ('ok = kind == "podman"\n', []),
+    ],
+)
+def test_the_tool_name_rule_is_the_one_written_down(source: str, lines: list[int]) -> None:
+    names = frozenset({"read_file", "list_dir", "write_file", "http_fetch", "echo"})
+    assert _tool_name_uses(ast.parse(source), names) == lines

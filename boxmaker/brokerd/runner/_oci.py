@@ -35,7 +35,7 @@ import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import trio
 
@@ -133,7 +133,7 @@ class OciRuntime(PodmanRuntime):
         self.direct = False
         """True once start() set the direct path up; False: every call goes through podman."""
 
-    launcher = "oci"
+    launcher: Literal["podman", "oci"] = "oci"
     """kind stays "podman" (bxctl status, the admin wire): the same wall, another launcher."""
 
     async def start(self) -> PodmanCheck:
