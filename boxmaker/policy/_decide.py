@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._error_table import DENIAL_RUNBOOKS, see
-from ..proto._args import TOOLS, ParsedArgs
 from ..proto._taint import Taint
+from ..proto.tools import CATALOGUE, ParsedArgs
 from ._decision import (
     Allowed,
     Ask,
@@ -121,7 +121,7 @@ def _decide(
         assert isinstance(grants, InvalidGrantSet)
         return deny(_invalid_reason(grants))
     if code == "unknown_tool":
-        return deny(f"unknown tool {_q(tool)}; the tools are {', '.join(TOOLS)}")
+        return deny(f"unknown tool {_q(tool)}; the tools are {', '.join(CATALOGUE.names)}")
     if code == "bad_args":
         return deny(verdict.detail)
     assert parsed is not None

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 import attrs
 import trio
@@ -21,6 +22,7 @@ import trio
 from ..._protected import ProtectedSet, protected_set
 from ..._sockets._sd import child_environment
 from ...proto._escape import escape_text
+from ...proto.tools import CATALOGUE, RunsOn
 from ._egress import (
     EgressProxy,
     ResolveError,
@@ -38,7 +40,6 @@ from ._podman_argv import (
     EGRESS_SOCKET_NAME,
     KILL_GRACE_S,
     STDERR_KEEP_BYTES,
-    TOOLS,
     UNAVAILABLE,
     PodmanSettings,
     build_argv,
@@ -107,6 +108,9 @@ class PodmanRuntime:
     answers runner_unavailable with the check's reason.
     """
 
+    serves: frozenset[RunsOn] = frozenset({"files", "fetch"})
+    """The toolkit's tools: the file tools and the fetch."""
+
     def __init__(
         self,
         settings: PodmanSettings,
@@ -139,7 +143,8 @@ class PodmanRuntime:
             reason=f"the podman runner has not been checked yet. {UNAVAILABLE}",
         )
 
-    kind = "podman"
+    kind: Literal["podman"] = "podman"
+    launcher: Literal["podman", "oci"] = "podman"
 
     @property
     def ok(self) -> bool:
@@ -228,14 +233,15 @@ class PodmanRuntime:
         if not self.check_result.ok:
             reason = self.check_result.reason
             return RunOutcome(status="runner_unavailable", output=None, message=reason)
-        if spec.tool not in TOOLS:
+        entry = CATALOGUE.get(spec.tool)
+        if entry is None or entry.runs_on not in self.serves:
             return RunOutcome(
                 status="runner_unavailable",
                 output=None,
                 message=f"the podman runner has no tool {_one_line(spec.tool)}. {UNAVAILABLE}",
             )
         try:
-            if spec.tool == "http_fetch":
+            if entry.runs_on == "fetch":
                 return await self._run_fetch(spec)
             plan = self._file_plan(spec)
         except UnsafeTarget as exc:
@@ -307,7 +313,6 @@ class PodmanRuntime:
         plan: CallPlan | None = None,
     ) -> RunOutcome:
         name = container_name(self.instance, spec.call_id)
-        argv = self.argv(name=name, mounts=mounts, command=toolkit_command(spec.tool))
         request = build_request(
             spec.args,
             self.settings.output_max_bytes,
@@ -315,7 +320,7 @@ class PodmanRuntime:
             plan.checked() if plan is not None else None,
         )
         try:
-            done = await self._execute(argv, name, request)
+            done = await self._launch(name, mounts, toolkit_command(spec.tool), request)
         except OSError as exc:
             return RunOutcome(
                 status="runner_unavailable",
@@ -349,6 +354,13 @@ class PodmanRuntime:
         if done.returncode == 137:
             return tool_failed("killed", "the tool was killed (out of memory?)")
         return tool_failed("no_answer", f"the toolkit gave no answer (exit {done.returncode})")
+
+    async def _launch(
+        self, name: str, mounts: Sequence[Mount], command: Sequence[str], request: bytes
+    ) -> _Exit:
+        """One fresh container: ``podman run --rm`` (the oci launcher overrides this)."""
+        argv = self.argv(name=name, mounts=mounts, command=command)
+        return await self._execute(argv, name, request)
 
     async def _execute(self, argv: list[str], name: str, request: bytes) -> _Exit:
         cap = self.settings.output_max_bytes
