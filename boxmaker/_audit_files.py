@@ -1,7 +1,7 @@
 """Reading the audit directory for the chain verifier (shared by bxctl and brokerd).
 
 
-The verifier (`boxmaker.proto._verify`) does no I/O; this module walks the
+The verifier (`boxmaker.proto.audit._verify`) does no I/O; this module walks the
 directory: every ``*.jsonl`` entry in name order, day files fed line by line,
 any other ``.jsonl`` name (or a day name that is not a regular file) listed
 as ignored.  Other names (``.lock``, editor files) are not the log's and are
@@ -18,9 +18,14 @@ from pathlib import Path
 import attrs
 
 from ._state_files import open_regular
-from .proto._audit import DAY_FILE_SUFFIX, is_day_file_name
-from .proto._chain_report import ChainReport
-from .proto._verify import ChainVerifier, OnLine, OnRecord
+from .proto.audit import (
+    DAY_FILE_SUFFIX,
+    ChainReport,
+    ChainVerifier,
+    OnLine,
+    OnRecord,
+    is_day_file_name,
+)
 
 BLOCK = 4 * 1024 * 1024
 

@@ -13,9 +13,8 @@ from pathlib import Path
 import attrs
 
 from ._audit_files import Progress, iter_lines, list_log_files
-from .proto._chain_report import ChainReport
-from .proto._merkle import EMPTY_ROOT, CompactRange, leaf_hash
-from .proto._verify import ChainVerifier, OnRecord
+from .proto.audit import ChainReport, ChainVerifier, OnRecord
+from .proto.tlog import EMPTY_ROOT, CompactRange, leaf_hash
 
 
 @attrs.frozen(kw_only=True)

@@ -254,7 +254,7 @@ def largest_output_max_bytes() -> int:
     from .proto._convert import U64, U64_MAX, JsonObject
     from .proto._framing import MAX_FRAME
     from .proto._json import dumps_bytes
-    from .proto._wire_broker import Result, encode_broker_answer
+    from .proto.wire import Result, encode_broker_answer
 
     output = {"error": {"code": "", "message": ""}}
     envelope = max(

@@ -12,9 +12,15 @@ from typing import Any
 import attrs
 
 from ._errors import ConfigurationError
-from ._http11 import Url
-from .proto._checkpoint import CheckpointError, check_origin
-from .proto._note import TYPE_COSIGNATURE_V1, NoteError, VerifierKey, parse_verifier_key
+from ._http._http11 import Url
+from .proto.tlog import (
+    TYPE_COSIGNATURE_V1,
+    CheckpointError,
+    NoteError,
+    VerifierKey,
+    check_origin,
+    parse_verifier_key,
+)
 
 INTERVAL_MS_MIN = 100
 INTERVAL_MS_MAX = 86_400_000

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ._atomic_file import replace_file
 from ._state_files import StateFileTooBig, read_regular
-from .proto._note import MAX_NOTE_BYTES, VerifierKey
+from .proto.tlog import MAX_NOTE_BYTES, VerifierKey
 
 CHECKPOINTS = "checkpoints"
 SUFFIX = ".checkpoint"

@@ -106,17 +106,17 @@ class Entry:
 CLASS_ENTRIES: Final[Mapping[str, Entry]] = {
     # proto: what a peer sent does not decode
     "boxmaker.proto._errors.DecodeError": Entry("bad_frame", "docs/runbook.md#bad-frame"),
-    "boxmaker.proto._wire.BadVersion": Entry("bad_version", "docs/runbook.md#bad-frame"),
+    "boxmaker.proto.wire._wire.BadVersion": Entry("bad_version", "docs/runbook.md#bad-frame"),
     # policy
     "boxmaker.policy._load.GrantsMissing": Entry(None, "docs/runbook.md#grants-missing"),
     # brokerd
-    "boxmaker.brokerd._audit_writer.AuditError":
+    "boxmaker.brokerd.log._audit_writer.AuditError":
         Entry("audit_unavailable", "docs/runbook.md#audit-unavailable"),
-    "boxmaker.brokerd._audit_writer.AuditUnavailable":
+    "boxmaker.brokerd.log._audit_writer.AuditUnavailable":
         Entry("audit_unavailable", "docs/runbook.md#audit-unavailable"),
-    "boxmaker.brokerd._audit_writer.AuditLocked":
+    "boxmaker.brokerd.log._audit_writer.AuditLocked":
         Entry("audit_unavailable", "docs/runbook.md#audit-locked"),
-    "boxmaker.brokerd._audit_writer.AuditChainBroken":
+    "boxmaker.brokerd.log._audit_writer.AuditChainBroken":
         Entry("audit_unavailable", "docs/runbook.md#audit-chain-broken"),
     "boxmaker.brokerd._startup.StartFailed": Entry(None, "docs/runbook.md#brokerd-start-failed"),
     "boxmaker._brokerd_config.ConfigError": Entry(None, "docs/runbook.md#brokerd-start-failed"),
@@ -130,11 +130,11 @@ CLASS_ENTRIES: Final[Mapping[str, Entry]] = {
     "boxmaker.brokerd._passkeys.PasskeyInvalid":
         Entry("passkey_required", "docs/runbook.md#passkey-required"),
     "boxmaker.brokerd._passkeys.NoSuchEnrolment": Entry("no_such_passkey", None),
-    "boxmaker.brokerd._checkpoints_link.CheckpointKeyProblem":
+    "boxmaker.brokerd.log._checkpoints_link.CheckpointKeyProblem":
         Entry(None, "docs/runbook.md#checkpoint-key-missing"),
     "boxmaker.brokerd.runner._podman_check.PodmanCommandError":
         Entry("runner_unavailable", "docs/runbook.md#runner-unavailable"),
-    "boxmaker._unix.ListenerLost": Entry(None, "docs/runbook.md#brokerd-listener-lost"),
+    "boxmaker._sockets._unix.ListenerLost": Entry(None, "docs/runbook.md#brokerd-listener-lost"),
     # loopd
     "boxmaker._http._errors.InferenceError":
         Entry("inference_unavailable", "docs/runbook.md#inference-unavailable"),
@@ -167,7 +167,8 @@ CLASS_ENTRIES: Final[Mapping[str, Entry]] = {
 named here takes the entry of its nearest named base class (`entry_of`)."""
 
 SHOWN_BY: Final[Mapping[tuple[str, str], str]] = {
-    ("boxmaker._unix.ListenerLost", "inferproxy"): "docs/runbook.md#inferproxy-listener-lost",
+    ("boxmaker._sockets._unix.ListenerLost", "inferproxy"):
+        "docs/runbook.md#inferproxy-listener-lost",
 }
 """(class, daemon that shows it) -> pointer, where it differs from the class's own."""
 

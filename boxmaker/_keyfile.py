@@ -16,7 +16,7 @@ from pathlib import Path
 from ._atomic_file import fsync_directory
 from ._errors import ConfigurationError
 from ._state_files import NotRegularFile, open_regular
-from .proto._note import NoteError, Signer, b64, check_key_name, strict_b64decode
+from .proto.tlog import NoteError, Signer, b64, check_key_name, strict_b64decode
 
 _PREFIX = "PRIVATE+KEY+"
 MAX_KEY_FILE_BYTES = 1024

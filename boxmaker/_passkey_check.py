@@ -27,7 +27,7 @@ from webauthn.helpers.exceptions import WebAuthnException
 
 from ._errors import PeerError
 from ._passkey_origin import origin_problem, rp_id_problem
-from .proto._wire_passkey import approval_challenge, from_b64url
+from .proto.wire import approval_challenge, from_b64url
 
 MAX_SIDECAR = 4096
 _NONCE = re.compile(r"[0-9a-f]{32}", re.ASCII)

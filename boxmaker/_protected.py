@@ -26,6 +26,7 @@ import os
 import posixpath
 import subprocess
 import sys
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,9 @@ from typing import Any
 import attrs
 
 PODMAN_INFO_TIMEOUT_S = 60.0
-"""As long as the runner's own start-up check waits for it."""
+"""As long as the runner's own start-up check waits for it (all tries together)."""
+PODMAN_INFO_TRIES = 3
+PODMAN_INFO_PAUSE_S = 1.0
 _MAX_INFO_BYTES = 4 * 1024 * 1024
 
 
@@ -192,13 +195,32 @@ def _which(program: str | None) -> str | None:
     return shutil.which(program)
 
 
-def podman_info(podman: str) -> Any:
-    """``podman info --format json`` parsed, or None when it cannot be had."""
+def podman_info(podman: str, *, tries: int = PODMAN_INFO_TRIES,
+                pause_s: float = PODMAN_INFO_PAUSE_S) -> Any:
+    """``podman info --format json`` parsed, or None when it cannot be had.
+
+    A podman whose lock is held (a killed brokerd's containers still being torn
+    down) can fail once and answer a second later: `tries` attempts, `pause_s`
+    apart, all within PODMAN_INFO_TIMEOUT_S.
+    """
+    deadline = time.monotonic() + PODMAN_INFO_TIMEOUT_S
+    for attempt in range(tries):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        found = _podman_info_once(podman, left)
+        if found is not None or attempt == tries - 1:
+            return found
+        time.sleep(min(pause_s * (attempt + 1), max(0.0, deadline - time.monotonic())))
+    return None
+
+
+def _podman_info_once(podman: str, timeout_s: float) -> Any:
     try:
         done = subprocess.run(
             [podman, "info", "--format", "json"],
             capture_output=True,
-            timeout=PODMAN_INFO_TIMEOUT_S,
+            timeout=timeout_s,
             check=False,
             stdin=subprocess.DEVNULL,
         )

@@ -18,7 +18,7 @@ from boxmaker._brokerd_config import (
 )
 from boxmaker.proto._convert import U64, U64_MAX, JsonObject
 from boxmaker.proto._framing import MAX_FRAME
-from boxmaker.proto._wire_broker import Result, encode_broker_answer
+from boxmaker.proto.wire._wire_broker import Result, encode_broker_answer
 from tests.brokerd.test_cli import brokerd
 from tests.fakes.brokerd import Home
 

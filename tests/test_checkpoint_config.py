@@ -18,7 +18,7 @@ from boxmaker._checkpoint_config import (
     instance_of,
     resolve_checkpoints,
 )
-from boxmaker.proto._note import TYPE_COSIGNATURE_V1, TYPE_ED25519, Signer
+from boxmaker.proto.tlog._note import TYPE_COSIGNATURE_V1, TYPE_ED25519, Signer
 
 
 def witness_key(seed: int) -> str:

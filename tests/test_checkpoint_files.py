@@ -14,7 +14,7 @@ from boxmaker._checkpoint_files import (
     read_checkpoint,
     save_checkpoint,
 )
-from boxmaker.proto._note import MAX_NOTE_BYTES, TYPE_COSIGNATURE_V1, Signer
+from boxmaker.proto.tlog._note import MAX_NOTE_BYTES, TYPE_COSIGNATURE_V1, Signer
 
 
 def _witness(seed: int) -> Signer:

@@ -7,10 +7,13 @@ files of that directory (``_ledger.py``).  Held here:
 - every directory of boxmaker/ that holds a ``.py`` file has exactly one table,
   and every ``.py`` file in it is named in that table exactly once;
 - every file a table names exists;
-- a row's layer (second cell) is one of *pure*, *files*, *trio* and holds: a
-  *pure* or *files* module imports no trio and defines no coroutine (but in a
-  `Protocol`); a *trio* module imports trio, defines a coroutine, or imports
-  a module whose row says *trio*;
+- a row's layer (second cell) is one of *pure*, *files*, *trio*, with the one
+  meaning of tests/purity.py (the house rules' rule 2 holds the same word): a
+  *pure* module does no I/O, not even through the boxmaker code it names; a
+  *files* module does some (`io_of` finds it); neither imports trio nor
+  defines a coroutine (but in a `Protocol`); a *trio* module imports trio,
+  defines a coroutine, or imports a module whose row says *trio*; and every
+  module the house rules hold pure is *pure* here;
 - no code span in a table row holds a bare ``|`` (Markdown would split the
   cell there: ``serve|check`` must be written ``serve\\|check``);
 - everywhere else on the page, every repository path in backticks
@@ -33,6 +36,8 @@ from pathlib import Path
 import attrs
 
 import boxmaker
+from tests.purity import io_of
+from tests.test_house_rules import FILES_IN_PURE_PACKAGES, PURE_MODULES, PURE_PACKAGES
 
 REPO = Path(boxmaker.__file__).resolve().parent.parent
 PACKAGE = REPO / "boxmaker"
@@ -180,7 +185,19 @@ def layer_problems(page: Page, package: Path) -> list[str]:
         elif layer == "trio" and not is_async and not any(
                 page.layers.get(other, (0, ""))[1] == "trio" for other in shape.imported):
             problems.append(f"line {number}: {file} is trio but neither awaits nor imports trio")
+        elif layer != "trio":
+            io = io_of(dotted_name(file), package)
+            if layer == "pure" and io:
+                problems.append(f"line {number}: {file} is pure but does I/O ({io[0]})")
+            elif layer == "files" and not io:
+                problems.append(f"line {number}: {file} is files but does no I/O: pure")
     return problems
+
+
+def dotted_name(file: str) -> str:
+    """``boxmaker/proto/_json.py`` -> ``boxmaker.proto._json`` (a package: its name)."""
+    parts = file.removesuffix(".py").split("/")
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def _dotted_exists(token: str) -> bool:
@@ -228,6 +245,18 @@ def test_every_row_gives_the_layer_its_module_is_in() -> None:
     assert layer_problems(read_page(design_text()), PACKAGE) == []
 
 
+def test_what_the_house_rules_hold_pure_is_pure_on_the_page() -> None:
+    """One word: rule 2's pure modules are the page's *pure* ones (and policy/_load files)."""
+    page = read_page(design_text())
+    layer_of = {dotted_name(file): layer for file, (_, layer) in page.layers.items()}
+    held = {name for name in layer_of
+            if name in PURE_MODULES or any(name == p or name.startswith(p + ".")
+                                           for p in PURE_PACKAGES)}
+    assert sorted(PURE_MODULES - held) == []
+    assert {name: layer_of[name] for name in sorted(held)
+            if layer_of[name] != ("files" if name in FILES_IN_PURE_PACKAGES else "pure")} == {}
+
+
 def pipe_problems(text: str) -> list[str]:
     """Table rows whose code spans hold a bare ``|`` (Markdown splits the cell there)."""
     return [f"line {number}: {span}" for number, line in enumerate(text.splitlines(), start=1)
@@ -260,21 +289,21 @@ def _without_row(text: str, name: str) -> str:
 def test_a_module_missing_from_its_table_is_found() -> None:
     text = _without_row(design_text(), "_audit_writer.py")
     assert table_problems(read_page(text), PACKAGE) == [
-        "boxmaker/brokerd/_audit_writer.py is named 0 times in its table"]
+        "boxmaker/brokerd/log/_audit_writer.py is named 0 times in its table"]
 
 
 def test_a_module_named_twice_is_found() -> None:
     text = design_text().replace("| `_audit_writer.py` |",
                                  "| `_audit_writer.py`, `_audit_writer.py` |", 1)
     assert table_problems(read_page(text), PACKAGE) == [
-        "boxmaker/brokerd/_audit_writer.py is named 2 times in its table"]
+        "boxmaker/brokerd/log/_audit_writer.py is named 2 times in its table"]
 
 
 def test_a_table_row_for_a_file_that_moved_is_found() -> None:
     text = design_text().replace("| `_audit_writer.py` |",
                                  "| `_audit_writer.py`, `_sockets.py` |", 1)
     [problem] = table_problems(read_page(text), PACKAGE)
-    assert problem.endswith("boxmaker/brokerd/_sockets.py does not exist")
+    assert problem.endswith("boxmaker/brokerd/log/_sockets.py does not exist")
 
 
 def test_a_missing_table_is_found() -> None:
@@ -303,9 +332,14 @@ def test_a_wrong_layer_is_found() -> None:
                                  "| `_audit_writer.py` | pure |", 1)
     text = text.replace("| `_grants.py` | pure |", "| `_grants.py` | trio |", 1)
     text = text.replace("| `_taint.py` | pure |", "| `_taint.py` | sans-IO |", 1)
-    problems = [p.split(": ", 1)[1] for p in layer_problems(read_page(text), PACKAGE)]
+    text = text.replace("| `_toml.py` | files |", "| `_toml.py` | pure |", 1)
+    text = text.replace("| `_tools.py` | pure |", "| `_tools.py` | files |", 1)  # loopd's
+    problems = [re.sub(r"\(line \d+: ", "(", p.split(": ", 1)[1])
+                for p in layer_problems(read_page(text), PACKAGE)]
     assert problems == [
-        "boxmaker/brokerd/_audit_writer.py is pure but imports trio or defines a coroutine",
+        "boxmaker/_toml.py is pure but does I/O (.read_bytes())",
+        "boxmaker/brokerd/log/_audit_writer.py is pure but imports trio or defines a coroutine",
+        "boxmaker/loopd/_tools.py is files but does no I/O: pure",
         "boxmaker/policy/_grants.py is trio but neither awaits nor imports trio",
         "boxmaker/proto/_taint.py's layer 'sans-IO' is not one of ('pure', 'files', 'trio')",
     ]

@@ -17,7 +17,7 @@ import pytest
 
 from boxmaker import _error_table
 from boxmaker._errors import PeerError
-from boxmaker.proto._wire import DENIAL_CODES, ERROR_CODES
+from boxmaker.proto.wire._wire import DENIAL_CODES, ERROR_CODES
 from tests.conftest import REPO
 
 ANCHOR = re.compile(r"^##\s+([a-z0-9][a-z0-9-]*)\s*$", re.MULTILINE)
@@ -74,7 +74,7 @@ def test_a_class_with_a_code_agrees_with_the_code_table_where_the_wire_says() ->
 
 def test_a_subclass_takes_its_nearest_entry() -> None:
     from boxmaker.proto._errors import FrameError
-    from boxmaker.proto._wire import BadVersion
+    from boxmaker.proto.wire._wire import BadVersion
 
     assert _error_table.pointer_of(FrameError) == "docs/runbook.md#bad-frame"
     assert _error_table.entry_of(FrameError("x")) == _error_table.Entry(
@@ -94,7 +94,7 @@ def test_a_class_without_a_pointer_is_a_key_error() -> None:
 
 
 def test_a_shared_class_names_the_daemon_that_shows_it() -> None:
-    from boxmaker._unix import ListenerLost
+    from boxmaker._sockets._unix import ListenerLost
 
     assert _error_table.pointer_of(ListenerLost) == "docs/runbook.md#brokerd-listener-lost"
     assert (_error_table.pointer_of(ListenerLost, shown_by="inferproxy")
@@ -136,7 +136,7 @@ def test_shown_ends_a_message_with_the_pointer_of_its_class() -> None:
 
 
 def test_shown_and_see_honour_the_daemon_that_shows_a_shared_class() -> None:
-    from boxmaker._unix import ListenerLost
+    from boxmaker._sockets._unix import ListenerLost
 
     assert (_error_table.shown("lost", ListenerLost(), shown_by="inferproxy", joiner=": ")
             == "lost: docs/runbook.md#inferproxy-listener-lost")

@@ -7,14 +7,25 @@ ones resolved, every one counted wherever it stands (in a function, under
 1. No daemon package imports another's modules (and shared code, outside the
    daemon packages, imports none of them: else a daemon would reach another
    through it).
-2. proto/, policy/ and the pure parsers import no trio, directly or through
-   any boxmaker module they import.
+2. proto/, policy/ and the modules of PURE_MODULES are pure: they do no I/O,
+   not even through the boxmaker code they use (tests/purity.py says exactly
+   what counts), and import no trio, directly or through any boxmaker module
+   they import.  policy/_load.py is the one *files* module of those packages
+   (it reads the grants directory); it and the files modules of
+   NO_TRIO_FILES do I/O but load no trio either.  "pure" means the same in
+   docs/design.md's layer column (tests/test_docs_design.py).
 3. No import circle between files.
 4. No file over 600 lines.
 5. No swallowed broad exception: an ``except`` of ``Exception``,
    ``BaseException`` or nothing (bare) must re-raise (a ``raise`` in its
    body), or use what it caught (``as exc`` and a use of ``exc``), or log it
    (a ``.exception(...)`` call, or a call with ``exc_info=``).
+6. Nothing outside proto/ imports a private module of a room of proto/
+   (``proto/wire/``, ``proto/audit/``, ``proto/tlog/``): it imports the room's
+   face (issue 24).
+7. A daemon's socket client module ends in ``_client``: a module of a daemon
+   package that imports the framed client or opens a Unix socket (but in a
+   ``*_check`` probe); no module ends in ``_port`` (issue 24).
 
 A violation another engineer is removing right now is named in ALLOWED below,
 with who; the lead empties it after merging.  Nothing else may be added there.
@@ -30,6 +41,7 @@ import attrs
 import pytest
 
 import boxmaker
+from tests.purity import io_of
 
 # -- exceptions to the rules: none (issue 12 removed the last) ------------------------------
 ALLOWED_IMPORTS: frozenset[tuple[str, str]] = frozenset()
@@ -50,11 +62,13 @@ DAEMONS = frozenset(
 """The daemon packages: each meets the others only over their sockets (or as a program)."""
 
 PURE_PACKAGES = ("boxmaker.proto", "boxmaker.policy")
+FILES_IN_PURE_PACKAGES = frozenset({"boxmaker.policy._load"})
+"""The one module of proto/ and policy/ that does I/O: it reads the grants directory."""
 PURE_MODULES = frozenset({
-    "boxmaker._toml",  # TOML into the strict converter
-    "boxmaker._paths",  # boxmaker's paths
+    "boxmaker._errors",  # the exception root
     "boxmaker._passkey_origin",  # the approval page's origin rules
-    "boxmaker._audit_leaves",  # the audit tree's leaves
+    "boxmaker._passkey_check",  # a kept assertion re-verified
+    "boxmaker._qr",  # a QR code as text
     "boxmaker._http._chunked",  # HTTP chunked decoding
     "boxmaker._http._sse",  # server-sent events
     "boxmaker._http._errors",  # the HTTP client's errors
@@ -65,7 +79,14 @@ PURE_MODULES = frozenset({
     "boxmaker._error_table",  # the one error table
     "boxmaker.brokerd._lifecycle",  # brokerd's call table
 })
-"""The pure parsers outside proto/ and policy/ (rule 2).  A module that moves is renamed here."""
+"""The pure modules outside proto/ and policy/ (rule 2).  A module that moves is renamed here."""
+
+NO_TRIO_FILES = frozenset({
+    "boxmaker._toml",  # the owner's TOML files, read strictly
+    "boxmaker._paths",  # boxmaker's default locations (the environment, the home)
+    "boxmaker._audit_leaves",  # the audit log's lines as leaves (reads the day files)
+})
+"""files modules that load no trio (rule 2): clients such as `bxctl status` import them."""
 
 MAX_LINES = 600
 BROAD = frozenset({"Exception", "BaseException"})
@@ -170,10 +191,19 @@ def test_no_daemon_package_imports_another() -> None:
 # -- rule 2 ---------------------------------------------------------------------------------
 
 
+def _in_pure_packages(name: str) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in PURE_PACKAGES)
+
+
 def _pure(name: str) -> bool:
-    return name in PURE_MODULES or any(
-        name == p or name.startswith(p + ".") for p in PURE_PACKAGES
-    )
+    """Held to no I/O and no trio (rule 2)."""
+    return name in PURE_MODULES or (
+        _in_pure_packages(name) and name not in FILES_IN_PURE_PACKAGES)
+
+
+def _no_trio(name: str) -> bool:
+    """Held to no trio (rule 2): the pure modules and the files ones named for it."""
+    return _pure(name) or name in NO_TRIO_FILES or name in FILES_IN_PURE_PACKAGES
 
 
 def _parents(name: str) -> set[str]:
@@ -200,15 +230,27 @@ def _trio_path(start: str) -> list[str] | None:
 
 
 def test_the_pure_modules_are_there() -> None:
-    """A pure parser that moved is named again in PURE_MODULES, not dropped."""
-    assert sorted(PURE_MODULES - set(MODULES)) == []
+    """A module that moved is named again in its list, not dropped."""
+    named = PURE_MODULES | NO_TRIO_FILES | FILES_IN_PURE_PACKAGES
+    assert sorted(named - set(MODULES)) == []
     assert all(p in MODULES for p in PURE_PACKAGES)
 
 
-def test_proto_policy_and_the_pure_parsers_import_no_trio() -> None:
-    found = {name: chain for name in MODULES if _pure(name)
+def test_proto_policy_and_the_pure_modules_import_no_trio() -> None:
+    found = {name: chain for name in MODULES if _no_trio(name)
              if (chain := _trio_path(name)) is not None}
     assert {n: " -> ".join(c) for n, c in sorted(found.items())} == {}
+
+
+def test_proto_policy_and_the_pure_modules_do_no_io() -> None:
+    """No I/O by tests/purity.py's rules, not even through the code they name."""
+    found = {name: io[:3] for name in MODULES if _pure(name) if (io := io_of(name))}
+    assert found == {}
+
+
+def test_the_files_modules_of_rule_2_are_not_pure() -> None:
+    """A files module named for rule 2 does I/O; one that stopped belongs in PURE_MODULES."""
+    assert [n for n in sorted(NO_TRIO_FILES | FILES_IN_PURE_PACKAGES) if not io_of(n)] == []
 
 
 # -- rule 3 ---------------------------------------------------------------------------------
@@ -336,9 +378,91 @@ def test_relative_imports_are_resolved() -> None:
     assert any(t.startswith("boxmaker.brokerd.") for t in GRAPH["boxmaker.brokerd._serve"])
     assert "boxmaker._protected" in GRAPH["boxmaker.brokerd.runner._mounts"]
     assert len(MODULES) > 100
-    assert _trio_path("boxmaker._streams") == ["boxmaker._streams"]
+    assert _trio_path("boxmaker._sockets._streams") == ["boxmaker._sockets._streams"]
     chain = _trio_path("boxmaker.bxctl._grants_all")  # through its subcommands
     assert chain is not None and len(chain) > 1
     assert _trio_path("boxmaker.bxctl._cli") is None  # lazy: its subcommands are not imported
     assert _daemon("boxmaker.brokerd.runner._podman") == "brokerd"
     assert _daemon("boxmaker._brokerd_config") is None
+
+
+# -- rule 6 ---------------------------------------------------------------------------------
+
+ROOMS = ("boxmaker.proto.wire", "boxmaker.proto.audit", "boxmaker.proto.tlog")
+
+
+def _private_room_module(name: str) -> bool:
+    """`boxmaker.proto.wire._wire_broker` is; the face `boxmaker.proto.wire` is not."""
+    room, _, leaf = name.rpartition(".")
+    return room in ROOMS and leaf.startswith("_")
+
+
+def _reaches_into_rooms(module: Module) -> list[str]:
+    found: list[str] = []
+    for target, line in _imports(module):
+        ours = _ours(target) if target.startswith("boxmaker") else None
+        if ours is not None and _private_room_module(ours):
+            found.append(f"{module.rel}:{line} {ours}")
+    return found
+
+
+def test_nothing_outside_proto_reaches_into_a_room() -> None:
+    """Daemons and shared modules import a room of proto/ through its face (issue 24)."""
+    found = [hit for name in MODULES if not name.startswith("boxmaker.proto.")
+             for hit in _reaches_into_rooms(MODULES[name])]
+    assert found == []
+
+
+def test_the_room_rule_sees_a_reach() -> None:
+    assert _private_room_module("boxmaker.proto.wire._wire_broker")
+    assert not _private_room_module("boxmaker.proto.wire")
+    assert not _private_room_module("boxmaker.proto._convert")
+    assert GRAPH["boxmaker.proto.wire"] <= {n for n in MODULES
+                                            if n.startswith("boxmaker.proto.")}
+    assert any(t == "boxmaker.proto.wire" for t in GRAPH["boxmaker.brokerd._broker"])
+    doctored = Module("boxmaker.brokerd._doctored", ROOT / "brokerd" / "_doctored.py",
+                      ast.parse("from ..proto.wire._wire import format_ts\n"
+                                "from ..proto.wire import Call\n"))
+    assert _reaches_into_rooms(doctored) == [
+        "boxmaker/brokerd/_doctored.py:1 boxmaker.proto.wire._wire"]
+
+
+# -- rule 7 ---------------------------------------------------------------------------------
+
+
+def _opens_a_socket(module: Module) -> list[int]:
+    """Lines where `module` is a socket client: it imports the framed client, or calls
+    ``open_unix_socket`` outside a function whose name says it only checks (``*_check``)."""
+    lines = [line for target, line in _imports(module)
+             if target == "boxmaker._sockets._framed_client"]
+
+    def visit(node: ast.AST, checking: bool) -> None:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            checking = node.name.endswith("_check")
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "open_unix_socket" and not checking):
+            lines.append(node.lineno)
+        for child in ast.iter_child_nodes(node):
+            visit(child, checking)
+
+    visit(module.tree, False)
+    return lines
+
+
+def test_socket_clients_end_in_client() -> None:
+    """One suffix for a daemon's socket client (issue 24): `_broker_client`, `_admin_client`.
+
+    Shared transports (`boxmaker._sockets`, `boxmaker._http`) are not a daemon's client."""
+    found = [f"{m.rel}:{line}" for name, m in MODULES.items()
+             if _daemon(name) is not None
+             and not name.rpartition(".")[2].endswith("_client")
+             for line in _opens_a_socket(m)]
+    assert found == []
+    assert not [m.rel for m in MODULES.values() if m.path.stem.endswith("_port")]
+
+
+def test_the_client_rule_sees_the_clients() -> None:
+    clients = {name for name, m in MODULES.items() if _opens_a_socket(m)}
+    assert {"boxmaker.loopd._broker_client", "boxmaker.approvals._admin_client",
+            "boxmaker.bxctl._admin_client", "boxmaker.bxctl._loop_client"} <= clients
+    assert "boxmaker.loopd._serve" not in clients  # its broker check only probes

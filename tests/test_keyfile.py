@@ -18,7 +18,7 @@ from boxmaker._keyfile import (
     load_key,
     read_key_file,
 )
-from boxmaker.proto._note import TYPE_COSIGNATURE_V1, TYPE_ED25519, sign_text
+from boxmaker.proto.tlog._note import TYPE_COSIGNATURE_V1, TYPE_ED25519, sign_text
 
 # The example of golang.org/x/mod/sumdb/note's documentation.
 GO_SKEY = "PRIVATE+KEY+PeterNeumann+c74f20a3+AYEKFALVFGyNhPJEMzD1QIDr+Y7hfZx09iUvxdXHKDFz"

@@ -17,7 +17,7 @@ from boxmaker._passkey_check import (
 )
 from boxmaker.brokerd._passkeys import assertion_document
 from boxmaker.proto._convert import structure
-from boxmaker.proto._wire_passkey import Assertion, approval_challenge, b64url
+from boxmaker.proto.wire._wire_passkey import Assertion, approval_challenge, b64url
 from tests.fakes.authenticator import SoftAuthenticator
 
 ORIGIN = "https://box.lan:8443"

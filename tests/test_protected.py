@@ -16,6 +16,7 @@ from boxmaker._protected import (
     Candidate,
     EnvFacts,
     candidates,
+    podman_info,
     podman_info_paths,
     protected_set,
     resolve_roots,
@@ -142,3 +143,18 @@ def test_a_podman_that_does_not_answer_leaves_its_store_unknown(tmp_path: Path) 
     assert found.unknown and "podman info" in found.unknown[0]
     assert str(broken) in found.spellings  # the binary itself is still protected
     assert protected_set([str(tmp_path)], podman=None).unknown == ()
+
+
+def test_a_podman_that_fails_once_is_asked_again(tmp_path: Path) -> None:
+    """A held lock makes `podman info` fail once: the second answer is used."""
+    counter = tmp_path / "count"
+    flaky = tmp_path / "podman"
+    answer = json.dumps({"store": {"graphRoot": "/srv/graph", "runRoot": "/srv/run"}})
+    flaky.write_text(
+        "#!/bin/sh\n"
+        f"if [ ! -e {counter} ]; then : > {counter}; echo locked >&2; exit 125; fi\n"
+        f"echo '{answer}'\n")
+    flaky.chmod(0o755)
+    assert podman_info(str(flaky), tries=1, pause_s=0) is None
+    counter.unlink()
+    assert podman_info(str(flaky), tries=2, pause_s=0) == json.loads(answer)

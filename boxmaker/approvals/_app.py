@@ -23,17 +23,15 @@ from .._errors import PeerError
 from ..proto._convert import U64, JsonObject, structure, unstructure
 from ..proto._errors import DecodeError
 from ..proto._escape import escape_line
-from ..proto._wire import ErrorAnswer, Ok
-from ..proto._wire_admin import (
+from ..proto.wire import (
     AdminAnswer,
     AdminRequestBody,
     ApprovalList,
     ApprovalsRequest,
     ApproveRequest,
-    RefuseRequest,
-)
-from ..proto._wire_passkey import (
     Assertion,
+    ErrorAnswer,
+    Ok,
     PasskeyAddRequest,
     PasskeyList,
     PasskeyOptions,
@@ -42,9 +40,10 @@ from ..proto._wire_passkey import (
     PasskeysRequest,
     PasskeyVerified,
     PasskeyVerifyRequest,
+    RefuseRequest,
     b64url,
 )
-from ._admin_port import AdminUnreachable
+from ._admin_client import AdminUnreachable
 from ._history import TaintHistory
 from ._sessions import Session, Sessions, cookie_header, cookie_value
 from ._views import approval_view

@@ -13,7 +13,7 @@ import trio
 
 from .. import _trio_run
 from .._qr import terminal_qr
-from .._sd import notify
+from .._sockets._sd import notify
 from ._config import ConfigError, load_config
 from ._serve import Served, serve
 

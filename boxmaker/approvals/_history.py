@@ -17,9 +17,9 @@ from pathlib import Path
 import attrs
 
 from .._state_files import open_regular
-from ..proto._audit import Call, Declassify, ResultRecord, is_day_file_name, parse_record
 from ..proto._errors import DecodeError
 from ..proto._taint import NEW_SESSION, Taint
+from ..proto.audit import Call, Declassify, ResultRecord, is_day_file_name, parse_record
 
 KEEP = 8
 MAX_SESSIONS = 1024

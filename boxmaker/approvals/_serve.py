@@ -20,8 +20,8 @@ from typing import Any
 import attrs
 import trio
 
-from .._http11 import Handler, HttpRequest, HttpResponse, serve_tcp, server_tls
-from ._admin_port import AdminPort
+from .._http._http11 import Handler, HttpRequest, HttpResponse, serve_tcp, server_tls
+from ._admin_client import AdminPort
 from ._app import CSP, PageApp
 from ._config import PageConfig
 from ._history import LogTail, TaintHistory

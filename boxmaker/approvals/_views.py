@@ -14,8 +14,7 @@ from typing import Any
 
 from ..proto._escape import escape_line
 from ..proto._json import dumps
-from ..proto._wire import parse_ts
-from ..proto._wire_admin import Approval
+from ..proto.wire import Approval, parse_ts
 from ._history import Cause
 
 

@@ -13,14 +13,14 @@ import logging
 import trio
 
 from .._error_table import shown
-from .._streams import send_frame
-from .._unix import PeerCred
+from .._sockets._streams import send_frame
+from .._sockets._unix import PeerCred
 from ..policy._load import GrantsMissing, load_grants, missing_state
 from ..policy._model import GrantState
 from ..proto._convert import U64, JsonObject
 from ..proto._taint import Taint
-from ..proto._wire import ErrorAnswer, Ok, error_answer
-from ..proto._wire_admin import (
+from ..proto.wire import (
+    PASSKEY_REQUEST_TAGS,
     AdminAnswer,
     AdminRequest,
     Approval,
@@ -31,24 +31,27 @@ from ..proto._wire_admin import (
     AuditStatus,
     CheckpointsStatus,
     DeclassifyRequest,
+    ErrorAnswer,
     GrantProblem,
     GrantsCheckRequest,
     GrantsReport,
     GrantsStatus,
+    Ok,
     RefuseRequest,
     RunnerStatus,
     SessionInfo,
     SessionRequest,
     Status,
     StatusRequest,
+    b64url,
     encode_admin_answer,
+    error_answer,
 )
-from ..proto._wire_passkey import PASSKEY_REQUEST_TAGS, b64url
 from ._admin_passkey import approval_passkey, declassify_passkey, handle_passkey
 from ._approvals import PendingApproval
-from ._audit_writer import AuditUnavailable
 from ._context import Daemon
 from ._ledger import NoSuchApproval, NoSuchSession, NotLower
+from .log._audit_writer import AuditUnavailable
 
 log = logging.getLogger("brokerd")
 

@@ -20,15 +20,18 @@ import trio
 
 from .._error_table import shown
 from .._passkey_check import sidecar_bytes
-from .._unix import PeerCred
-from ..proto._audit_passkey import MAX_ATTEMPT_REASON, PasskeyRecord, PasskeyUse
+from .._sockets._unix import PeerCred
 from ..proto._convert import U64, JsonObject
 from ..proto._escape import escape_line
-from ..proto._wire import ErrorAnswer, Ok, error_answer
-from ..proto._wire_admin import AdminAnswer, ApproveRequest, DeclassifyRequest
-from ..proto._wire_passkey import (
+from ..proto.audit import MAX_ATTEMPT_REASON, PasskeyRecord, PasskeyUse
+from ..proto.wire import (
+    AdminAnswer,
+    ApproveRequest,
     Assertion,
+    DeclassifyRequest,
     Enrolment,
+    ErrorAnswer,
+    Ok,
     PasskeyAddRequest,
     PasskeyEnrolRequest,
     PasskeyInfo,
@@ -43,11 +46,12 @@ from ..proto._wire_passkey import (
     b64url,
     declassify_challenge,
     enrolment_challenge,
+    error_answer,
     from_b64url,
 )
-from ._audit_writer import AuditUnavailable
 from ._context import Daemon
 from ._passkeys import NoSuchEnrolment, PasskeyInvalid, VerifiedUse
+from .log._audit_writer import AuditUnavailable
 
 log = logging.getLogger("brokerd")
 

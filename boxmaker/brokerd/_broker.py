@@ -1,6 +1,6 @@
 """broker.sock: one tool call per connection (05-brokerd "Handling one call").
 
-1. The connection shell (`boxmaker._framed_server`) checks the peer's uid,
+1. The connection shell (`boxmaker._sockets._framed_server`) checks the peer's uid,
    reads one frame (10 s limit) and decodes it strictly; a bad frame gets one
    `error bad_frame` (or `bad_version`) there and never reaches this module.
 2. Ledger **decide**: `call` + `decision` are recorded for every decodable
@@ -29,23 +29,23 @@ from typing import Any
 import trio
 
 from .._error_table import shown
-from .._streams import send_frame
-from .._unix import PeerCred
-from .._unix_accept import leave_connection_places
+from .._sockets._streams import send_frame
+from .._sockets._unix import PeerCred
+from .._sockets._unix_accept import leave_connection_places
 from ..policy._model import GrantState
 from ..proto._convert import U64, JsonObject
 from ..proto._json import dumps_bytes
-from ..proto._wire import DENIAL_RUNBOOKS, error_answer
-from ..proto._wire_broker import (
+from ..proto.wire import (
+    DENIAL_RUNBOOKS,
     BrokerAnswer,
     BrokerRequest,
     Denied,
     Pending,
     Result,
     encode_broker_answer,
+    error_answer,
 )
 from ._approvals import PendingApproval
-from ._audit_writer import AuditUnavailable
 from ._context import Daemon
 from ._lifecycle import (
     Allow,
@@ -59,6 +59,7 @@ from ._lifecycle import (
     Started,
     bounded_request,
 )
+from .log._audit_writer import AuditUnavailable
 from .runner._queue import RunnerBusy, RunQueue
 from .runner._spec import RunStatus
 

@@ -20,14 +20,14 @@ import click
 from .. import __version__, _trio_run
 from .._brokerd_config import BrokerdConfig, ConfigError, load_config
 from .._error_table import see, shown
-from .._unix import ListenerLost
+from .._sockets._unix import ListenerLost
 from ..proto._escape import escape_line
-from ._audit_link import rebuild_from_log
-from ._audit_writer import AuditError, AuditLocked, lock_audit_dir, open_audit_dir
-from ._checkpoints_link import CheckpointKeyProblem
 from ._serve import serve
 from ._startup import StartFailed, runner_settings_problem
 from ._state import sync_state_files
+from .log._audit_link import rebuild_from_log
+from .log._audit_writer import AuditError, AuditLocked, lock_audit_dir, open_audit_dir
+from .log._checkpoints_link import CheckpointKeyProblem
 
 _CONFIG_OPTION = click.option(
     "--config", "config_path", type=click.Path(path_type=Path), default=None,

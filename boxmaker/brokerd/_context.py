@@ -21,13 +21,13 @@ from ..policy._model import (
     GrantState,
     InvalidGrantSet,
 )
-from ..proto._audit import Event, GrantsChanged
 from ..proto._convert import U64
-from ..proto._wire import ts_from_unix
-from ._checkpoints_link import CheckpointsRuntime
+from ..proto.audit import Event, GrantsChanged
+from ..proto.wire import ts_from_unix
 from ._ledger import Ledger
 from ._passkeys import PasskeyRegistry
 from ._policy_link import PolicyLink
+from .log._checkpoints_link import CheckpointsRuntime
 from .runner._queue import RunQueue
 from .runner._spec import Runtime
 

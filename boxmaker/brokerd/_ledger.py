@@ -39,15 +39,12 @@ import trio
 from .._error_table import condition, shown
 from .._errors import PeerError
 from ..policy._model import GrantState
-from ..proto._audit import Declassify, Event, Record
-from ..proto._audit_passkey import ApprovalAttempt, PasskeyUse
 from ..proto._convert import U64
 from ..proto._json import canonical
 from ..proto._taint import FAIL_CLOSED, NEW_SESSION, Taint
-from ..proto._wire import ts_from_unix
-from ..proto._wire_passkey import approval_challenge
+from ..proto.audit import ApprovalAttempt, Declassify, Event, PasskeyUse, Record
+from ..proto.wire import approval_challenge, ts_from_unix
 from ._approvals import ApprovalIdsExhausted, PendingApproval, PendingTable
-from ._audit_writer import AuditUnavailable, AuditWriter
 from ._lifecycle import (
     AnswerDenied,
     Approved,
@@ -80,6 +77,7 @@ from ._state import (
     read_state,
     write_state,
 )
+from .log._audit_writer import AuditUnavailable, AuditWriter
 from .runner._spec import RunStatus
 
 log = logging.getLogger("brokerd")

@@ -42,7 +42,10 @@ import attrs
 from .._error_table import condition
 from .._errors import InternalError
 from ..policy._decision import Ask, Decision
-from ..proto._audit import (
+from ..proto._convert import U64, JsonObject
+from ..proto._json import canonical, dumps_bytes
+from ..proto._taint import Label, Taint
+from ..proto.audit import (
     ApprovalRecord,
     BoundedCall,
     DecisionRecord,
@@ -52,17 +55,14 @@ from ..proto._audit import (
     OutcomeAsk,
     OutcomeDenied,
     OutputDigest,
+    PasskeyUse,
     Peer,
     Redecision,
     ResultRecord,
     ResultStatus,
 )
-from ..proto._audit_passkey import PasskeyUse
-from ..proto._convert import U64, JsonObject
-from ..proto._json import canonical, dumps_bytes
-from ..proto._taint import Label, Taint
-from ..proto._wire import DenialCode
-from ..proto._wire_broker import ResultStatus as RanStatus
+from ..proto.wire import DenialCode
+from ..proto.wire import ResultStatus as RanStatus
 
 
 class CallState(enum.Enum):

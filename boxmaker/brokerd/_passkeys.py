@@ -36,9 +36,8 @@ from webauthn.helpers.structs import (
 
 from .._errors import PeerError
 from .._passkey_check import FramedCeremony, check_not_framed
-from ..proto._audit import ApprovalRecord, Record
-from ..proto._audit_passkey import PasskeyRecord, PasskeyUse
-from ..proto._wire_passkey import B64URL_MAX, Assertion, EnrolAction, b64url, from_b64url
+from ..proto.audit import ApprovalRecord, PasskeyRecord, PasskeyUse, Record
+from ..proto.wire import B64URL_MAX, Assertion, EnrolAction, b64url, from_b64url
 
 ENROLMENT_SECONDS = 600.0
 """A one-time enrolment link is good for ten minutes."""

@@ -4,7 +4,7 @@ Start-up, in order: open the audit log (lock, verify, recover, accept a
 break) and build the daemon over it (`_startup`: state files, grants,
 runtime, passkeys, checkpoints), take the sockets (systemd's, or bind them),
 record `start`, send READY=1.  Then broker.sock and admin.sock are served by
-the connection shell (`boxmaker._framed_server`: peer uid, one frame with
+the connection shell (`boxmaker._sockets._framed_server`: peer uid, one frame with
 its deadline, bad frames answered) with `_broker` and `_admin` as their
 handlers.  SIGTERM/SIGINT (or `ServeHandle.stop`): stop accepting, close the
 connections still waiting for a request, expire every pending approval
@@ -27,20 +27,19 @@ import trio
 from .. import __version__
 from .._brokerd_config import BrokerdConfig
 from .._error_table import condition, shown
-from .._framed_server import FramedServer, FramedSocket, Wording
-from .._sd import ActivationError, listen_fds, notify, unix_listener
-from .._unix import ListenerLost, SocketSetupError, bind_unix_listener
+from .._sockets._framed_server import FramedServer, FramedSocket, Wording
+from .._sockets._sd import ActivationError, listen_fds, notify, unix_listener
+from .._sockets._unix import ListenerLost, SocketSetupError, bind_unix_listener
 from ..policy._model import GrantState
-from ..proto._audit import ApprovalRecord, GrantsSummary, Start, Stop
 from ..proto._convert import U64
-from ..proto._wire_admin import AdminRequest, decode_admin_request
-from ..proto._wire_broker import BrokerRequest, decode_broker_request
+from ..proto.audit import ApprovalRecord, GrantsSummary, Start, Stop
+from ..proto.wire import AdminRequest, BrokerRequest, decode_admin_request, decode_broker_request
 from ._admin import handle_admin
-from ._audit_link import AuditStartup, open_audit
-from ._audit_writer import AuditUnavailable, FsyncFn, WriteFn
 from ._broker import handle_broker
 from ._context import Daemon
 from ._startup import StartFailed, prepare_daemon
+from .log._audit_link import AuditStartup, open_audit
+from .log._audit_writer import AuditUnavailable, FsyncFn, WriteFn
 
 __all__ = ["BROKERD_WORDING", "ServeHandle", "StartFailed", "serve"]
 

@@ -25,13 +25,13 @@ from .._errors import UnavailableError
 from .._protected import ProtectedSet
 from ..policy._load import GrantsWatcher
 from ..policy._model import GrantState
-from ._audit_link import AuditStartup
-from ._checkpoints_link import open_checkpoints
 from ._context import Daemon, keep_out_of_collections
 from ._ledger import Ledger
 from ._passkeys import PasskeyRegistry
 from ._policy_link import PolicyLink
 from ._state import list_sessions, read_state, sync_state_files
+from .log._audit_link import AuditStartup
+from .log._checkpoints_link import open_checkpoints
 from .runner._echo import EchoRuntime
 from .runner._podman import PodmanRuntime
 from .runner._podman_argv import PodmanSettings

@@ -1,6 +1,6 @@
 """A client of brokerd's admin.sock for bxctl (02-wire "admin.sock", 07-bxctl).
 
-One request per connection, through `boxmaker._framed_client`: before
+One request per connection, through `boxmaker._sockets._framed_client`: before
 sending anything it checks, with SO_PEERCRED, that the socket is served by
 the expected brokerd uid (config `brokerd_uid`), so a socket planted by
 someone else cannot show a fake approval.  It waits at most 30 s for the
@@ -18,10 +18,10 @@ import click
 
 from .._error_table import shown
 from .._errors import UnavailableError
-from .._framed_client import ExchangeFailed, exchange
+from .._sockets._framed_client import ExchangeFailed, exchange
 from ..proto._convert import U64
 from ..proto._errors import DecodeError
-from ..proto._wire_admin import (
+from ..proto.wire import (
     AdminAnswer,
     AdminRequest,
     AdminRequestBody,

@@ -19,8 +19,7 @@ from ..proto._convert import U64, U64_MAX, unstructure
 from ..proto._escape import escape_line
 from ..proto._json import dumps, dumps_terminal
 from ..proto._taint import LABELS, Label, Taint
-from ..proto._wire import ErrorAnswer, Ok, parse_ts
-from ..proto._wire_admin import (
+from ..proto.wire import (
     AdminAnswer,
     AdminRequestBody,
     Approval,
@@ -28,11 +27,14 @@ from ..proto._wire_admin import (
     ApprovalsRequest,
     ApproveRequest,
     DeclassifyRequest,
+    ErrorAnswer,
+    Ok,
     RefuseRequest,
     SessionInfo,
     SessionRequest,
     Status,
     StatusRequest,
+    parse_ts,
 )
 from ._admin_client import DaemonUnreachable, request
 from ._app import App, pass_app, text_arg

@@ -25,18 +25,18 @@ from typing import Any
 import attrs
 
 from .._passkey_check import MAX_SIDECAR, LoggedApproval, recheck
-from ..proto._audit import (
+from ..proto._escape import escape_line
+from ..proto.audit import (
     ApprovalRecord,
     Call,
     DecisionRecord,
+    LineFacts,
     OutcomeAsk,
+    PasskeyRecord,
     Record,
     parse_record,
 )
-from ..proto._audit_passkey import PasskeyRecord
-from ..proto._audit_scan import LineFacts
-from ..proto._escape import escape_line
-from ..proto._wire_passkey import from_b64url
+from ..proto.wire import from_b64url
 
 ASSERTIONS_DIR = "assertions"
 CHALLENGE_SUFFIX = ".challenge.json"

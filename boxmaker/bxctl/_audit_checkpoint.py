@@ -22,15 +22,22 @@ from .._audit_tree_scan import TreeFacts, verify_with_tree
 from .._checkpoint_files import read_all
 from .._error_table import shown
 from .._errors import UnavailableError
-from .._http11 import HttpError, Url, request
+from .._http._http11 import HttpError, Url, request
 from .._state_files import NotRegularFile, read_regular
-from ..proto._chain_report import ChainReport
-from ..proto._checkpoint import parse_signed_checkpoint
-from ..proto._checkpoint_verdict import Candidate, CheckpointFinding, judge, sizes_needed
 from ..proto._escape import escape_line
-from ..proto._note import TYPE_COSIGNATURE_V1, TYPE_ED25519, NoteError, VerifierKey
-from ..proto._note import parse_verifier_key as parse_vkey
-from ..proto._verify import OnRecord
+from ..proto.audit import ChainReport, OnRecord
+from ..proto.tlog import (
+    TYPE_COSIGNATURE_V1,
+    TYPE_ED25519,
+    Candidate,
+    CheckpointFinding,
+    NoteError,
+    VerifierKey,
+    judge,
+    parse_signed_checkpoint,
+    sizes_needed,
+)
+from ..proto.tlog import parse_verifier_key as parse_vkey
 
 PUB_NAME = "checkpoint.pub"
 

@@ -18,15 +18,21 @@ import click
 from .._audit_files import iter_lines, list_log_files, log_size, verify_directory
 from .._error_table import condition
 from .._errors import DamagedError
-from ..proto._audit import Record, event_key, parse_record
-from ..proto._chain_report import AcceptedBreak, ChainReport
 from ..proto._convert import unstructure
 from ..proto._errors import DecodeError
 from ..proto._escape import escape_line
 from ..proto._json import dumps, dumps_terminal
-from ..proto._note import VerifierKey
-from ..proto._verify import OnLine, OnRecord
-from ..proto._wire import format_ts
+from ..proto.audit import (
+    AcceptedBreak,
+    ChainReport,
+    OnLine,
+    OnRecord,
+    Record,
+    event_key,
+    parse_record,
+)
+from ..proto.tlog import VerifierKey
+from ..proto.wire import format_ts
 from ._app import App, pass_app
 from ._audit_assertions import KeptAssertions
 from ._audit_assertions import as_json as assertions_json

@@ -14,8 +14,7 @@ from pathlib import Path
 
 from ..policy._model import Grant
 from ..proto._escape import escape_line
-from ..proto._wire_admin import Status
-from ..proto._wire_loop import LoopStatus
+from ..proto.wire import LoopStatus, Status
 
 SUMMARY_MAX = 240
 

@@ -27,26 +27,25 @@ from .._error_table import ERROR_RUNBOOKS
 from ..policy._load import GrantsMissing, load_grants
 from ..policy._model import GrantSet
 from ..proto._json import dumps_terminal
-from ..proto._wire import ErrorAnswer, is_name
-from ..proto._wire_admin import (
+from ..proto.wire import (
     Approval,
+    ApprovalPendingEvent,
     ApprovalRequest,
     ApproveRequest,
-    RefuseRequest,
-    Status,
-    StatusRequest,
-)
-from ..proto._wire_loop import (
-    ApprovalPendingEvent,
     Done,
+    ErrorAnswer,
     LoopStatus,
     LoopStatusRequest,
     NoticeEvent,
+    RefuseRequest,
     SayRequest,
+    Status,
+    StatusRequest,
     TextEvent,
     ToolCallEvent,
     ToolDeniedEvent,
     ToolResultEvent,
+    is_name,
 )
 from . import _chat_render as render
 from ._admin_client import DaemonUnreachable, request_async

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from ..proto._escape import escape_line, escape_text
 from ..proto._json import dumps
-from ..proto._wire import ErrorAnswer
-from ..proto._wire_loop import (
+from ..proto.wire import (
     ApprovalPendingEvent,
     Done,
+    ErrorAnswer,
     NoticeEvent,
     ToolCallEvent,
     ToolDeniedEvent,

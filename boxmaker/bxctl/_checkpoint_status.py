@@ -6,8 +6,7 @@ from __future__ import annotations
 import datetime as dt
 
 from ..proto._escape import escape_line
-from ..proto._wire import parse_ts
-from ..proto._wire_admin import CheckpointsStatus
+from ..proto.wire import CheckpointsStatus, parse_ts
 
 
 def age(ts: str, now: dt.datetime) -> str:

@@ -11,13 +11,13 @@ from pathlib import Path
 import attrs
 import trio
 
-from .._streams import receive_frame, send_frame
-from .._unix import peer_credentials, served_by
+from .._sockets._streams import receive_frame, send_frame
+from .._sockets._unix import peer_credentials, served_by
 from ..proto._convert import U64
 from ..proto._errors import DecodeError
 from ..proto._framing import FrameDecoder
 from ..proto._json import loads_object
-from ..proto._wire_loop import (
+from ..proto.wire import (
     LoopFrame,
     LoopRequest,
     LoopRequestBody,

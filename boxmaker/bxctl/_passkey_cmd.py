@@ -19,8 +19,7 @@ from ..proto._convert import unstructure
 from ..proto._errors import DecodeError
 from ..proto._escape import escape_line
 from ..proto._json import dumps_terminal
-from ..proto._wire import parse_ts
-from ..proto._wire_passkey import Enrolment, PasskeyEnrolRequest, PasskeyList, PasskeysRequest
+from ..proto.wire import Enrolment, PasskeyEnrolRequest, PasskeyList, PasskeysRequest, parse_ts
 from ._admin_cmd import _ask, _expect
 from ._app import App, pass_app, text_arg
 

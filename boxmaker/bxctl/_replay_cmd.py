@@ -26,11 +26,10 @@ from ..policy._decision import ProtectedPaths
 from ..policy._explain import report_lines as grants_report_lines
 from ..policy._model import GrantSet, InvalidGrantSet
 from ..policy._replay import Redecided, Redecider, ReplayTally, change_json, change_line
-from ..proto._chain_report import ChainReport
 from ..proto._convert import unstructure
 from ..proto._escape import escape_line
-from ..proto._history import HistoryCall, HistoryReader, OnApproval, OnCall, OnLine
 from ..proto._json import dumps
+from ..proto.audit import ChainReport, HistoryCall, HistoryReader, OnApproval, OnCall, OnLine
 from ._app import App, pass_app
 from ._audit_cmd import PROGRESS_MIN_BYTES, NotFine, _parse_since
 from ._grants_cmd import _load, brokerd_protected_paths, grants

@@ -26,8 +26,7 @@ from typing import Final
 from ..policy._decision import ProtectedPaths
 from ..policy._model import GrantSet
 from ..policy._replay import Change, Redecider, ReplayTally
-from ..proto._audit_scan import LineFacts
-from ..proto._history import HistoryCall, HistoryReader
+from ..proto.audit import HistoryCall, HistoryReader, LineFacts
 
 PARALLEL_MIN_BYTES: Final = 16 * 1024 * 1024
 BATCH: Final = 8192

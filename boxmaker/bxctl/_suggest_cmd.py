@@ -25,7 +25,7 @@ from ..policy._suggest import (
     render_draft,
 )
 from ..proto._escape import escape_line
-from ..proto._history import HistoryCall
+from ..proto.audit import HistoryCall
 from ._app import App, pass_app
 from ._grants_cmd import grants
 from ._replay_cmd import (

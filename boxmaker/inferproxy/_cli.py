@@ -11,7 +11,7 @@ import click
 from .. import __version__, _trio_run
 from .._error_table import shown
 from .._errors import UnavailableError
-from .._unix import ListenerLost
+from .._sockets._unix import ListenerLost
 from ..proto._escape import escape_text
 from ._config import ConfigError, load_config
 from ._serve import StartFailed, run

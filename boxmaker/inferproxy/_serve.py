@@ -30,10 +30,10 @@ from typing import Final
 import attrs
 import trio
 
-from .. import _sd
 from .._errors import UnavailableError
-from .._unix import SocketSetupError, bind_unix_listener
-from .._unix_accept import accept_loop
+from .._sockets import _sd
+from .._sockets._unix import SocketSetupError, bind_unix_listener
+from .._sockets._unix_accept import accept_loop
 from ..proto._escape import escape_line
 from ._config import ConfigError, InferproxyConfig, key_file_is_shared, read_api_key
 from ._proxy import ProxySettings, handle_connection

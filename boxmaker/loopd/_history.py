@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..proto._convert import U64
-from ..proto._wire_loop import (
+from ..proto.wire import (
     Conversations,
     ConversationSummary,
     FunctionCall,

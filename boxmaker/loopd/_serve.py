@@ -1,6 +1,6 @@
 """loopd's daemon: loop.sock, the busy guard, slots, readiness (06-loopd, 02-wire).
 
-loop.sock is served by the connection shell (`boxmaker._framed_server`: the
+loop.sock is served by the connection shell (`boxmaker._sockets._framed_server`: the
 owner's uid, one request frame within 10 s, bad frames answered); each
 connection carries one request, handed to `LoopDaemon.answer`.  A `say`
 takes the busy guard (a second `say` gets `busy` at once), runs the turn with
@@ -20,18 +20,24 @@ from typing import Any, Final
 import attrs
 import trio
 
-from .. import __version__, _sd
+from .. import __version__
 from .._error_table import shown
 from .._errors import PeerError, UnavailableError
-from .._framed_server import MAX_FRAME, FramedServer, FramedSocket, Wording
 from .._http import InferenceError
 from .._http.client import LlamaClient
-from .._streams import send_frame
-from .._unix import PeerCred, SocketSetupError, bind_unix_listener, peer_credentials, served_by
+from .._sockets import _sd
+from .._sockets._framed_server import MAX_FRAME, FramedServer, FramedSocket, Wording
+from .._sockets._streams import send_frame
+from .._sockets._unix import (
+    PeerCred,
+    SocketSetupError,
+    bind_unix_listener,
+    peer_credentials,
+    served_by,
+)
 from ..proto._convert import U64
 from ..proto._escape import escape_line
-from ..proto._wire import error_answer
-from ..proto._wire_loop import (
+from ..proto.wire import (
     BrokerLinkStatus,
     ConversationsRequest,
     Event,
@@ -44,8 +50,9 @@ from ..proto._wire_loop import (
     SayRequest,
     decode_loop_request,
     encode_loop_frame,
+    error_answer,
 )
-from ._broker_port import BrokerPort
+from ._broker_client import BrokerPort
 from ._config import LoopdConfig
 from ._conversations import ConversationDamaged, ConversationStore
 from ._history import conversation_summaries, history_messages

@@ -10,7 +10,8 @@ from pathlib import Path
 import click
 import trio
 
-from .. import _sd, _trio_run
+from .. import _trio_run
+from .._sockets import _sd
 from ..proto._escape import escape_text
 from ._command import Failed, config_option, load_or_fail
 from ._serve import StartFailed, serve

@@ -13,7 +13,7 @@ import json
 from typing import Any, Final
 
 from ..proto._json import dumps
-from ..proto._wire_loop import MAX_NOTICE_CHARS
+from ..proto.wire import MAX_NOTICE_CHARS
 
 REPEAT_TEXT_FOR_MODEL: Final = (
     "Not run again: this identical call already ran in this turn, and boxmaker showed "

@@ -36,16 +36,18 @@ from ..proto._convert import U64, JsonObject
 from ..proto._errors import DecodeError
 from ..proto._escape import escape_line
 from ..proto._json import dumps, loads_object
-from ..proto._wire import ErrorAnswer
-from ..proto._wire_broker import Denied, Pending, Result
-from ..proto._wire_loop import (
+from ..proto.wire import (
     MAX_CALL_ID_CHARS,
     MAX_RAW_ARGS_CHARS,
     ApprovalPendingEvent,
+    Denied,
     Done,
+    ErrorAnswer,
     Event,
     Finish,
     NoticeEvent,
+    Pending,
+    Result,
     TextEvent,
     ToolCallEvent,
     ToolDeniedEvent,
@@ -54,7 +56,7 @@ from ..proto._wire_loop import (
     args_problem,
     split_text,
 )
-from ._broker_port import BROKER_UNAVAILABLE_RUNBOOK, BrokerOutcome, BrokerPort, BrokerUnavailable
+from ._broker_client import BROKER_UNAVAILABLE_RUNBOOK, BrokerOutcome, BrokerPort, BrokerUnavailable
 from ._conversations import ConversationStore, Message, ToolCallRef, now_ts, to_chat, user_message
 from ._shown import (
     CUT_CALL_TEXT_FOR_MODEL,

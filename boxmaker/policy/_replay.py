@@ -22,11 +22,10 @@ from typing import Any, Final, NamedTuple
 
 import attrs
 
-from ..proto._audit import scan_json
 from ..proto._escape import escape_line
-from ..proto._history import HistoryCall
 from ..proto._json import dumps
 from ..proto._taint import Label, Taint
+from ..proto.audit import HistoryCall, scan_json
 from ._decision import ProtectedPaths
 from ._model import GrantState
 from ._verdict import judge

@@ -39,8 +39,8 @@ import attrs
 from ..proto._args import FILE_TOOLS, ToolName
 from ..proto._escape import escape_line
 from ..proto._grammar import Url, parse_url
-from ..proto._history import HistoryApproval, HistoryCall
 from ..proto._taint import Label, max_label
+from ..proto.audit import HistoryApproval, HistoryCall
 from ._decision import ProtectedPaths
 from ._grants import parse_grant_texts
 from ._model import Grant, GrantSet, InvalidGrantSet

@@ -1,10 +1,11 @@
 """Pure protocol layer shared by every host process (no I/O, no trio).
 
 Framing, the strict codec, terminal escaping and taint are re-exported here;
-the messages of each socket, audit records, the chain verifier and tool
-arguments are imported from their own modules (`_wire_broker`, `_audit`,
-`_verify`, `_args`, ...: their names would collide in one namespace, a broker
-`Call` is not an audit `Call`).
+the messages of each socket, audit records with the chain verifier, and the
+transparency log are imported from the faces of their rooms
+(`boxmaker.proto.wire`, `boxmaker.proto.audit`, `boxmaker.proto.tlog`: their
+names would collide in one namespace, a broker `Call` is not an audit `Call`),
+tool arguments from `_args`.
 """
 
 from ._convert import (

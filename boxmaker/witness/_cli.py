@@ -12,9 +12,9 @@ import trio
 from .. import _trio_run
 from .._error_table import condition, shown
 from .._keyfile import KeyFileError, load_key
-from .._sd import notify
+from .._sockets._sd import notify
 from .._state_files import NotRegularFile
-from ..proto._note import TYPE_COSIGNATURE_V1, Signer
+from ..proto.tlog import TYPE_COSIGNATURE_V1, Signer
 from ._config import WitnessConfig, WitnessConfigError, load_witness_config
 from ._serve import serve
 from ._store import StateDamaged

@@ -22,8 +22,15 @@ import attrs
 from .._errors import ConfigurationError
 from .._paths import absolute
 from .._toml import TomlFileError, read_toml
-from ..proto._checkpoint import CheckpointError, check_origin
-from ..proto._note import TYPE_ED25519, NoteError, VerifierKey, check_key_name, parse_verifier_key
+from ..proto.tlog import (
+    TYPE_ED25519,
+    CheckpointError,
+    NoteError,
+    VerifierKey,
+    check_key_name,
+    check_origin,
+    parse_verifier_key,
+)
 
 MAX_LOGS = 1000
 _LISTEN = re.compile(r"(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})")

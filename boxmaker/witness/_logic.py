@@ -15,10 +15,20 @@ from __future__ import annotations
 
 import attrs
 
-from ..proto._checkpoint import Checkpoint, empty_root_ok
-from ..proto._merkle import verify_consistency
-from ..proto._note import BadSignature, Note, Signer, VerifierKey, cosign_text, verified_by
-from ..proto._witness_wire import SIZE_CONTENT_TYPE, Malformed, parse_add_checkpoint
+from ..proto.tlog import (
+    SIZE_CONTENT_TYPE,
+    BadSignature,
+    Checkpoint,
+    Malformed,
+    Note,
+    Signer,
+    VerifierKey,
+    cosign_text,
+    empty_root_ok,
+    parse_add_checkpoint,
+    verified_by,
+    verify_consistency,
+)
 
 TEXT_CONTENT_TYPE = "text/plain; charset=utf-8"
 

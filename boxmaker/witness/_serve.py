@@ -18,8 +18,8 @@ from urllib.parse import unquote
 
 import trio
 
-from .._http11 import HttpRequest, HttpResponse, serve_tcp
-from ..proto._note import Signer
+from .._http._http11 import HttpRequest, HttpResponse, serve_tcp
+from ..proto.tlog import Signer
 from ._config import WitnessConfig
 from ._logic import TEXT_CONTENT_TYPE, Cosigned, decide
 from ._store import load_state, save_state, state_name

@@ -17,8 +17,13 @@ from pathlib import Path
 from .._atomic_file import replace_file
 from .._errors import DamagedError
 from .._state_files import read_regular
-from ..proto._checkpoint import cosigned_at, parse_signed_checkpoint
-from ..proto._note import MAX_NOTE_BYTES, NoteError, VerifierKey
+from ..proto.tlog import (
+    MAX_NOTE_BYTES,
+    NoteError,
+    VerifierKey,
+    cosigned_at,
+    parse_signed_checkpoint,
+)
 from ._logic import Cosigned
 
 SUFFIX = ".checkpoint"

@@ -15,10 +15,10 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from boxmaker.approvals._admin_port import AdminPort
+from boxmaker.approvals._admin_client import AdminPort
 from boxmaker.approvals._app import MAX_BODY, PageApp
-from boxmaker.proto._wire import error_answer
-from boxmaker.proto._wire_admin import AdminAnswer, AdminRequestBody
+from boxmaker.proto.wire._wire import error_answer
+from boxmaker.proto.wire._wire_admin import AdminAnswer, AdminRequestBody
 
 ORIGIN = "https://box.example.net:8443"
 HOST = "box.example.net:8443"

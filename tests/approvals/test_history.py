@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from boxmaker.approvals._history import KEEP, MAX_SESSIONS, LogTail, TaintHistory
-from boxmaker.proto._audit import Call, Declassify, Peer, Record, ResultRecord, encode_record
 from boxmaker.proto._convert import U64
 from boxmaker.proto._taint import Taint
+from boxmaker.proto.audit._audit import Call, Declassify, Peer, Record, ResultRecord, encode_record
 
 PEER = Peer(uid=U64(1), pid=U64(2))
 

@@ -14,8 +14,8 @@ import trio
 from boxmaker.approvals._app import CSP, MAX_BODY, PageApp
 from boxmaker.proto._convert import U64
 from boxmaker.proto._taint import NEW_SESSION
-from boxmaker.proto._wire import Ok, error_answer
-from boxmaker.proto._wire_admin import (
+from boxmaker.proto.wire._wire import Ok, error_answer
+from boxmaker.proto.wire._wire_admin import (
     AdminAnswer,
     AdminRequestBody,
     Approval,

@@ -14,9 +14,9 @@ from boxmaker.approvals._config import ApprovalsFile, ConfigError, load_config, 
 from boxmaker.approvals._history import LogTail, TaintHistory
 from boxmaker.approvals._sessions import IDLE_SECONDS, LOGIN_SECONDS, Sessions, cookie_value
 from boxmaker.approvals._tls import ensure_local_ca
-from boxmaker.proto._audit import Call, Declassify, Peer, Record, ResultRecord, encode_record
 from boxmaker.proto._convert import U64
 from boxmaker.proto._taint import Taint
+from boxmaker.proto.audit._audit import Call, Declassify, Peer, Record, ResultRecord, encode_record
 
 
 def test_config_defaults_and_refusals(tmp_path: Path) -> None:

@@ -85,7 +85,7 @@ async def test_https_with_the_owners_certificate(tmp_path: Path) -> None:
 
 
 async def test_a_failing_request_is_answered_500_and_the_next_is_served() -> None:
-    from boxmaker._http11 import HttpRequest
+    from boxmaker._http._http11 import HttpRequest
     from boxmaker.approvals._app import PageApp
     from boxmaker.approvals._serve import bridge
 

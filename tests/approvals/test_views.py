@@ -16,7 +16,7 @@ from boxmaker.approvals._views import approval_view, shown_value
 from boxmaker.proto._convert import U64
 from boxmaker.proto._escape import escape_line
 from boxmaker.proto._taint import Taint
-from boxmaker.proto._wire_admin import Approval
+from boxmaker.proto.wire._wire_admin import Approval
 
 NOW = dt.datetime(2026, 12, 1, 10, 0, 0, tzinfo=dt.UTC)
 

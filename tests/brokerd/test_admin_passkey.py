@@ -19,8 +19,8 @@ import pytest
 
 from boxmaker.brokerd._admin_passkey import ASSERTIONS_DIR, keep_assertion
 from boxmaker.brokerd._passkeys import Credential, VerifiedUse
-from boxmaker.proto._audit_passkey import PasskeyUse
 from boxmaker.proto._convert import U64
+from boxmaker.proto.audit._audit_passkey import PasskeyUse
 
 
 def verified(content: bytes) -> VerifiedUse:

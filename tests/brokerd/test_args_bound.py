@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 import trio
 
-from boxmaker._streams import send_frame
-from boxmaker.proto._audit import RecordSchemaError
-from boxmaker.proto._audit_scan import check_record_line
+from boxmaker._sockets._streams import send_frame
+from boxmaker.proto.audit._audit import RecordSchemaError
+from boxmaker.proto.audit._audit_scan import check_record_line
 from tests.brokerd.test_serve import Home, ask, connect, echo_call, started
 from tests.fakes.audit_log import line_of, one_of_each
 

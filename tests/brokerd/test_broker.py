@@ -1,5 +1,5 @@
 """broker.sock pieces: denials.  (Bad frames and closing after an error are the
-connection shell's: tests/test_framed_server.py.)"""
+connection shell's: tests/sockets/test_framed_server.py.)"""
 
 from __future__ import annotations
 

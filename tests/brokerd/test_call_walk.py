@@ -39,12 +39,12 @@ from tests.brokerd.test_serve import ECHO_ASK, ask, connect, echo_call, started
 from tests.fakes.brokerd import Home
 
 ROLES: list[tuple[str, str, frozenset[str] | None]] = [
-    ("shell", "boxmaker._framed_server", None),
+    ("shell", "boxmaker._sockets._framed_server", None),
     ("broker", "boxmaker.brokerd._broker", None),
     ("admin", "boxmaker.brokerd._admin", None),
     ("ledger", "boxmaker.brokerd._ledger", None),
     ("table", "boxmaker.brokerd._lifecycle", frozenset({"feed"})),
-    ("writer", "boxmaker.brokerd._audit_writer", frozenset({"append"})),
+    ("writer", "boxmaker.brokerd.log._audit_writer", frozenset({"append"})),
 ]
 """(role, module, entry points: None for every function).  The path modules, by
 role; the lead updates this list when the connection shell moves (issue 12 item 3:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from boxmaker.brokerd._tiles import TreeStore, scan_tree
-from boxmaker.proto._merkle import consistency_proof, leaf_hash, verify_consistency
+from boxmaker.brokerd.log._tiles import TreeStore, scan_tree
+from boxmaker.proto.tlog._merkle import consistency_proof, leaf_hash, verify_consistency
 from tests.fakes.brokerd import BROKERD, Home, echo, env_for, start
 
 
@@ -25,7 +25,7 @@ def write_log(audit: Path, count: int, *, torn: bool = False) -> list[bytes]:
 
 
 def naive_root(lines: list[bytes]) -> bytes:
-    from tests.proto.test_merkle import naive_mth
+    from tests.proto.tlog.test_merkle import naive_mth
 
     return naive_mth([leaf_hash(x) for x in lines])
 
@@ -70,7 +70,7 @@ async def test_damage_while_running_is_found_by_the_proof_and_rebuilt(tmp_path: 
     data = bytearray(level.read_bytes())
     data[5] ^= 0xFF
     level.write_bytes(bytes(data))
-    from boxmaker.brokerd._tiles import StoreDamaged
+    from boxmaker.brokerd.log._tiles import StoreDamaged
 
     with pytest.raises(StoreDamaged):
         store.proof(10, 84, None, store.root())

@@ -10,11 +10,11 @@ import pytest
 import trio
 
 from boxmaker._brokerd_config import load_config
-from boxmaker.brokerd._audit_link import open_audit
 from boxmaker.brokerd._context import Daemon, grants_event, unreadable_grants
 from boxmaker.brokerd._startup import prepare_daemon
+from boxmaker.brokerd.log._audit_link import open_audit
 from boxmaker.policy._model import EMPTY_DIGEST
-from boxmaker.proto._audit import GrantsChanged
+from boxmaker.proto.audit._audit import GrantsChanged
 from tests.fakes.brokerd import ECHO_GRANT, Home
 
 SECOND_GRANT = ECHO_GRANT.replace("echo-all", "echo-too")

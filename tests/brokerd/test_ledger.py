@@ -11,21 +11,21 @@ import pytest
 import trio
 import trio.testing
 
-from boxmaker.brokerd._audit_writer import (
+from boxmaker.brokerd._ledger import Ledger, NoSuchApproval, NoSuchSession, NotLower, Opened
+from boxmaker.brokerd._lifecycle import AnswerError, AnswerResult, CallRequest, Run, Started
+from boxmaker.brokerd._policy_link import PolicyLink
+from boxmaker.brokerd._state import read_state, write_state
+from boxmaker.brokerd.log._audit_writer import (
     AuditUnavailable,
     AuditWriter,
     inline_fsync,
     lock_audit_dir,
     open_audit_dir,
 )
-from boxmaker.brokerd._ledger import Ledger, NoSuchApproval, NoSuchSession, NotLower, Opened
-from boxmaker.brokerd._lifecycle import AnswerError, AnswerResult, CallRequest, Run, Started
-from boxmaker.brokerd._policy_link import PolicyLink
-from boxmaker.brokerd._state import read_state, write_state
 from boxmaker.policy._grants import parse_grant_texts
 from boxmaker.policy._model import GrantState
-from boxmaker.proto._audit import GENESIS_PREV, parse_record
 from boxmaker.proto._taint import FAIL_CLOSED, NEW_SESSION, Taint
+from boxmaker.proto.audit._audit import GENESIS_PREV, parse_record
 
 PRIVATE = Taint(label="private", untrusted=False)
 

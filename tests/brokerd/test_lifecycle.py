@@ -25,7 +25,8 @@ from boxmaker.brokerd._lifecycle import (
     Started,
     bound_reason,
 )
-from boxmaker.proto._audit import (
+from boxmaker.proto._taint import NEW_SESSION, Taint
+from boxmaker.proto.audit._audit import (
     ApprovalRecord,
     BoundedCall,
     DecisionRecord,
@@ -33,7 +34,6 @@ from boxmaker.proto._audit import (
     OutcomeDenied,
     ResultRecord,
 )
-from boxmaker.proto._taint import NEW_SESSION, Taint
 from tests.brokerd._calls import KINDS, PATHS, allow, ask, call_in, decided, event_of, request
 
 PAIRS = [(state, kind) for state in CallState for kind in TRANSITIONS[state]]

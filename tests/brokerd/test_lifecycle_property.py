@@ -49,14 +49,14 @@ from boxmaker.brokerd._lifecycle import (
     Step,
     Ticket,
 )
-from boxmaker.proto._audit import (
+from boxmaker.proto._taint import NEW_SESSION, Taint
+from boxmaker.proto.audit._audit import (
     ApprovalRecord,
     BoundedCall,
     DecisionRecord,
     Event,
     ResultRecord,
 )
-from boxmaker.proto._taint import NEW_SESSION, Taint
 from tests.brokerd._calls import ARGS, GRANT_SETS, LINK, echo_grants, request
 
 GRANTS = {**GRANT_SETS, "allow-private": echo_grants("allow", label="private")}

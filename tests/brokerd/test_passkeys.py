@@ -13,10 +13,10 @@ from boxmaker.brokerd._passkeys import (
     PasskeyInvalid,
     PasskeyRegistry,
 )
-from boxmaker.proto._audit import ApprovalRecord, Record
-from boxmaker.proto._audit_passkey import PasskeyRecord, PasskeyUse
 from boxmaker.proto._convert import U64, structure
-from boxmaker.proto._wire_passkey import Assertion, approval_challenge, b64url, from_b64url
+from boxmaker.proto.audit._audit import ApprovalRecord, Record
+from boxmaker.proto.audit._audit_passkey import PasskeyRecord, PasskeyUse
+from boxmaker.proto.wire._wire_passkey import Assertion, approval_challenge, b64url, from_b64url
 from tests.fakes.authenticator import SoftAuthenticator
 
 ORIGIN = "https://box.lan:8443"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,7 @@ from boxmaker.brokerd.runner._podman_check import (
     check_podman,
     limits_problem,
     parse_info,
+    podman_info_answer,
 )
 
 
@@ -65,3 +67,18 @@ async def test_a_podman_that_does_not_exist_is_unavailable() -> None:
     assert not result.ok
     assert result.reason is not None
     assert result.reason.endswith("See docs/runbook.md#runner-unavailable")
+
+
+async def test_a_podman_that_fails_once_is_asked_again(tmp_path: Path) -> None:
+    """A held lock makes `podman info` fail once: the second answer is used."""
+    counter = tmp_path / "count"
+    flaky = tmp_path / "podman"
+    flaky.write_text(
+        "#!/bin/sh\n"
+        f"if [ ! -e {counter} ]; then : > {counter}; echo locked >&2; exit 125; fi\n"
+        "echo answered\n")
+    flaky.chmod(0o755)
+    with pytest.raises(PodmanCommandError, match="exit 125"):
+        await podman_info_answer(str(flaky), tries=1, pause_s=0)
+    counter.unlink()
+    assert await podman_info_answer(str(flaky), tries=2, pause_s=0) == b"answered\n"

@@ -13,10 +13,10 @@ import trio
 import trio.testing
 
 from boxmaker._brokerd_config import load_config
-from boxmaker._streams import receive_frame, send_frame
-from boxmaker.brokerd._audit_writer import inline_fsync
+from boxmaker._sockets._streams import receive_frame, send_frame
 from boxmaker.brokerd._serve import ServeHandle, serve
 from boxmaker.brokerd._state import write_state
+from boxmaker.brokerd.log._audit_writer import inline_fsync
 from boxmaker.proto._framing import FrameDecoder
 from boxmaker.proto._taint import Taint
 from tests.fakes.brokerd import ECHO_GRANT, Home
@@ -234,7 +234,7 @@ async def test_podman_missing_is_runner_unavailable(nursery: trio.Nursery) -> No
 
 
 async def test_a_lost_listener_stops_brokerd(home: Home) -> None:
-    from boxmaker._unix import ListenerLost
+    from boxmaker._sockets._unix import ListenerLost
 
     lost: list[BaseException] = []
     try:

@@ -11,7 +11,6 @@ import pytest
 import trio
 
 from boxmaker._brokerd_config import BrokerdConfig, load_config
-from boxmaker.brokerd._audit_link import open_audit
 from boxmaker.brokerd._startup import (
     FSYNC_OFF_WARNING,
     SINGLE_UID_WARNING,
@@ -22,6 +21,7 @@ from boxmaker.brokerd._startup import (
     prepare_daemon,
     runner_settings_problem,
 )
+from boxmaker.brokerd.log._audit_link import open_audit
 from tests.fakes.brokerd import Home
 
 MakeHome = Callable[..., Home]

@@ -17,8 +17,8 @@ import pytest
 from boxmaker.bxctl._admin_client import EXIT_UNREACHABLE, DaemonUnreachable, request
 from boxmaker.proto._convert import U64
 from boxmaker.proto._framing import FrameDecoder, encode_frame
-from boxmaker.proto._wire import Ok
-from boxmaker.proto._wire_admin import (
+from boxmaker.proto.wire._wire import Ok
+from boxmaker.proto.wire._wire_admin import (
     ApproveRequest,
     StatusRequest,
     decode_admin_request,

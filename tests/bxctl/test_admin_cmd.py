@@ -15,7 +15,7 @@ from click.testing import CliRunner, Result
 
 from boxmaker.bxctl._admin_client import DaemonUnreachable, request
 from boxmaker.bxctl._cli import cli
-from boxmaker.proto._wire_admin import StatusRequest
+from boxmaker.proto.wire._wire_admin import StatusRequest
 from tests.fakes.brokerd import (
     ECHO_GRANT,
     BrokerdProcess,
@@ -202,7 +202,7 @@ def test_the_approval_header_wraps_at_words_below_67_columns() -> None:
     from boxmaker.bxctl._admin_cmd import render_approval
     from boxmaker.proto._convert import U64
     from boxmaker.proto._taint import Taint
-    from boxmaker.proto._wire_admin import Approval
+    from boxmaker.proto.wire._wire_admin import Approval
     approval = Approval(approval_id=U64(318457), call=U64(41), session="s-" + "s" * 40,
                         tool="echo", args={}, grant="echo-ask",
                         state=Taint(label="public", untrusted=False),

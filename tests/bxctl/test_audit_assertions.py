@@ -15,7 +15,9 @@ from boxmaker.bxctl._audit_assertions import (
     _read,
     report_lines,
 )
-from boxmaker.proto._audit import (
+from boxmaker.proto._convert import U64
+from boxmaker.proto._taint import NEW_SESSION
+from boxmaker.proto.audit._audit import (
     ApprovalRecord,
     BoundedCall,
     DecisionRecord,
@@ -27,10 +29,8 @@ from boxmaker.proto._audit import (
     Redecision,
     encode_record,
 )
-from boxmaker.proto._audit_passkey import PasskeyRecord, PasskeyUse
-from boxmaker.proto._audit_scan import check_record_line
-from boxmaker.proto._convert import U64
-from boxmaker.proto._taint import NEW_SESSION
+from boxmaker.proto.audit._audit_passkey import PasskeyRecord, PasskeyUse
+from boxmaker.proto.audit._audit_scan import check_record_line
 
 
 def test_read_refuses_links_fifos_and_big_files(tmp_path: Path) -> None:

@@ -22,9 +22,9 @@ from boxmaker.bxctl._audit_checkpoint import (
     parse_witness_key,
     text_lines,
 )
-from boxmaker.proto._checkpoint import Checkpoint, sign_checkpoint
-from boxmaker.proto._merkle import CompactRange, leaf_hash
-from boxmaker.proto._note import TYPE_COSIGNATURE_V1, TYPE_ED25519, Note, Signer, cosign_text
+from boxmaker.proto.tlog._checkpoint import Checkpoint, sign_checkpoint
+from boxmaker.proto.tlog._merkle import CompactRange, leaf_hash
+from boxmaker.proto.tlog._note import TYPE_COSIGNATURE_V1, TYPE_ED25519, Note, Signer, cosign_text
 from tests.fakes.audit_log import valid_log
 
 ORIGIN = "boxmaker/verify-test/0"

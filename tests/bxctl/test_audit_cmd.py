@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from boxmaker.bxctl._cli import cli
-from boxmaker.proto._audit import Call, Peer
+from boxmaker.proto.audit._audit import Call, Peer
 from tests.fakes.audit_log import LogBuilder, valid_log
 
 # imported after _cli, which registers it (importing it first would be circular)
@@ -221,7 +221,7 @@ def test_progress_bar_only_on_a_terminal_for_a_big_log(log_dir: Path,
 
 
 def test_show_says_when_arguments_were_omitted(tmp_path: Path) -> None:
-    from boxmaker.proto._audit import BoundedCall, OmittedArgs
+    from boxmaker.proto.audit._audit import BoundedCall, OmittedArgs
 
     builder = LogBuilder("2026-11-29.jsonl")
     builder.start()

@@ -7,14 +7,14 @@ from pathlib import Path
 from boxmaker.bxctl._chat_banner import HELP, SUMMARY_MAX, banner_lines, grants_summary
 from boxmaker.policy._grants import parse_grant_texts
 from boxmaker.policy._model import GrantSet
-from boxmaker.proto._wire_admin import (
+from boxmaker.proto.wire._wire_admin import (
     AuditStatus,
     CheckpointsStatus,
     GrantsStatus,
     RunnerStatus,
     Status,
 )
-from boxmaker.proto._wire_loop import BrokerLinkStatus, InferenceStatus, LoopStatus
+from boxmaker.proto.wire._wire_loop import BrokerLinkStatus, InferenceStatus, LoopStatus
 from boxmaker.stack._home import write_starter_home
 
 

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from boxmaker.bxctl import _chat_render as render
 from boxmaker.proto._convert import U64
-from boxmaker.proto._wire import ErrorAnswer
-from boxmaker.proto._wire_loop import (
+from boxmaker.proto.wire._wire import ErrorAnswer
+from boxmaker.proto.wire._wire_loop import (
     ApprovalPendingEvent,
     Done,
     ToolCallEvent,
@@ -88,7 +88,7 @@ def test_result_line() -> None:
 
 
 def test_a_repeat_notice_shows_the_earlier_output_escaped_in_gutter_rows() -> None:
-    from boxmaker.proto._wire_loop import NoticeEvent
+    from boxmaker.proto.wire._wire_loop import NoticeEvent
     event = NoticeEvent(kind="repeat", call_id="b", tool="read_file\x1b[2J",
                         text="read_file ok: # Demo\nline two \x1b]0;pwn\x07")
     shown = render.notice(event, 60)
@@ -101,6 +101,6 @@ def test_a_repeat_notice_shows_the_earlier_output_escaped_in_gutter_rows() -> No
 
 
 def test_a_cut_call_notice_is_one_of_boxmakers_rows() -> None:
-    from boxmaker.proto._wire_loop import NoticeEvent
+    from boxmaker.proto.wire._wire_loop import NoticeEvent
     event = NoticeEvent(kind="cut_call", call_id=None, tool=None, text="cut off")
     assert render.notice(event, 80) == "! the tool: cut off\n"

@@ -8,8 +8,8 @@ import pytest
 
 from boxmaker.bxctl._checkpoint_status import age, checkpoint_lines
 from boxmaker.proto._convert import U64
-from boxmaker.proto._wire import format_ts
-from boxmaker.proto._wire_admin import CheckpointsStatus, WitnessStatus
+from boxmaker.proto.wire._wire import format_ts
+from boxmaker.proto.wire._wire_admin import CheckpointsStatus, WitnessStatus
 
 NOW = dt.datetime(2026, 12, 1, 12, 0, 0, tzinfo=dt.UTC)
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import trio
 
-from boxmaker._streams import receive_frame, send_frame
+from boxmaker._sockets._streams import receive_frame, send_frame
 from boxmaker.bxctl._admin_client import DaemonUnreachable
 from boxmaker.bxctl._loop_client import Undecodable, open_request
 from boxmaker.proto._framing import FrameDecoder, encode_frame
-from boxmaker.proto._wire_loop import (
+from boxmaker.proto.wire._wire_loop import (
     SayRequest,
     TextEvent,
     decode_loop_request,

@@ -27,8 +27,8 @@ from boxmaker.policy._decision import ProtectedPaths
 from boxmaker.policy._grants import parse_grant_texts
 from boxmaker.policy._model import GrantSet
 from boxmaker.policy._replay import Change, ReplayTally
-from boxmaker.proto._history import HistoryCall
 from boxmaker.proto._taint import NEW_SESSION
+from boxmaker.proto.audit._history import HistoryCall
 from tests.fakes.audit_log import valid_log
 
 GRANTS = """

@@ -83,7 +83,8 @@ def test_an_allow_is_not_suggested_above_the_approved_labels(tmp_path: Path,
     # issue 22 item 13, through the real command on a real log: three public
     # writes approved, one secret write left unanswered; the draft made w-out
     # an allow at max_label secret
-    from boxmaker.proto._audit import (
+    from boxmaker.proto._taint import Taint
+    from boxmaker.proto.audit._audit import (
         ApprovalRecord,
         Call,
         DecisionRecord,
@@ -92,7 +93,6 @@ def test_an_allow_is_not_suggested_above_the_approved_labels(tmp_path: Path,
         Peer,
         Redecision,
     )
-    from boxmaker.proto._taint import Taint
     from tests.fakes.audit_log import DIGEST, LogBuilder
 
     home = tmp_path / "home"

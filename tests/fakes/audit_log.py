@@ -13,7 +13,8 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from boxmaker.proto._audit import (
+from boxmaker.proto._taint import Taint
+from boxmaker.proto.audit._audit import (
     GENESIS_PREV,
     ApprovalRecord,
     BoundedCall,
@@ -39,7 +40,6 @@ from boxmaker.proto._audit import (
     encode_record,
     line_hash,
 )
-from boxmaker.proto._taint import Taint
 
 PUBLIC = Taint(label="public", untrusted=False)
 PRIVATE = Taint(label="private", untrusted=False)
@@ -191,7 +191,7 @@ def valid_log(calls: int = 5, *, files: int = 2) -> LogBuilder:
 def verify_data(data: dict[str, bytes], *, expect_head: tuple[int, str] | None = None,
                 on_record: Any = None) -> Any:
     """Run the verifier over files given as bytes, the way the walker does."""
-    from boxmaker.proto._verify import ChainVerifier
+    from boxmaker.proto.audit._verify import ChainVerifier
 
     verifier = ChainVerifier(expect_head=expect_head, on_record=on_record)
     for name in sorted(data):

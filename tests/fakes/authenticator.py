@@ -21,7 +21,7 @@ import cbor2
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from boxmaker.proto._wire_passkey import b64url, from_b64url
+from boxmaker.proto.wire._wire_passkey import b64url, from_b64url
 
 UP, UV, AT = 0x01, 0x04, 0x40
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from boxmaker.proto._note import Signer, cosign_text
-from boxmaker.proto._witness_wire import parse_add_checkpoint
+from boxmaker.proto.tlog._note import Signer, cosign_text
+from boxmaker.proto.tlog._witness_wire import parse_add_checkpoint
 
 
 class LyingWitness:

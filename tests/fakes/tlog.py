@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from boxmaker.proto._checkpoint import Checkpoint, SignedCheckpoint, sign_checkpoint
-from boxmaker.proto._merkle import CompactRange, consistency_proof, leaf_hash
-from boxmaker.proto._note import TYPE_COSIGNATURE_V1, TYPE_ED25519, Signer
-from boxmaker.proto._witness_wire import encode_add_checkpoint
+from boxmaker.proto.tlog._checkpoint import Checkpoint, SignedCheckpoint, sign_checkpoint
+from boxmaker.proto.tlog._merkle import CompactRange, consistency_proof, leaf_hash
+from boxmaker.proto.tlog._note import TYPE_COSIGNATURE_V1, TYPE_ED25519, Signer
+from boxmaker.proto.tlog._witness_wire import encode_add_checkpoint
 
 ORIGIN = "boxmaker/test-host/0"
 

@@ -18,7 +18,8 @@ from typing import Any
 from boxmaker.policy._decide import decide
 from boxmaker.policy._decision import Ask, ProtectedPaths, ToolCall
 from boxmaker.policy._model import GrantSet
-from boxmaker.proto._audit import (
+from boxmaker.proto._taint import NEW_SESSION, Taint
+from boxmaker.proto.audit._audit import (
     GENESIS_PREV,
     ApprovalRecord,
     Call,
@@ -36,7 +37,6 @@ from boxmaker.proto._audit import (
     Stop,
     encode_record,
 )
-from boxmaker.proto._taint import NEW_SESSION, Taint
 
 HOME = "/home/me/.local/share/boxmaker"
 DOCS = "https://docs.python.org/3/library/"

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from boxmaker.proto import encode_frame
-from boxmaker.proto._audit import Record, encode_record
+from boxmaker.proto.audit._audit import Record, encode_record
 from boxmaker.stack._home import write_starter_home
 from tests.fakes.audit_log import TS, one_of_each, valid_log
 from tests.fuzz.targets import FILE_BREAK

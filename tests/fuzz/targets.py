@@ -45,24 +45,24 @@ from boxmaker.loopd._conversations import Message
 from boxmaker.policy import _grants
 from boxmaker.proto import DecodeError, FrameDecoder, FrameError, decode, encode, encode_frame
 from boxmaker.proto._args import TOOLS, ArgsError, parse_args
-from boxmaker.proto._audit import encode_record, event_key, parse_record
-from boxmaker.proto._audit_scan import check_record_line
-from boxmaker.proto._chain_report import report_json
 from boxmaker.proto._json import loads_object
-from boxmaker.proto._verify import ChainVerifier
-from boxmaker.proto._wire_admin import (
+from boxmaker.proto.audit._audit import encode_record, event_key, parse_record
+from boxmaker.proto.audit._audit_scan import check_record_line
+from boxmaker.proto.audit._chain_report import report_json
+from boxmaker.proto.audit._verify import ChainVerifier
+from boxmaker.proto.wire._wire_admin import (
     decode_admin_answer,
     decode_admin_request,
     encode_admin_answer,
     encode_admin_request,
 )
-from boxmaker.proto._wire_broker import (
+from boxmaker.proto.wire._wire_broker import (
     decode_broker_answer,
     decode_broker_request,
     encode_broker_answer,
     encode_broker_request,
 )
-from boxmaker.proto._wire_loop import (
+from boxmaker.proto.wire._wire_loop import (
     decode_loop_frame,
     decode_loop_request,
     encode_loop_frame,

@@ -18,9 +18,9 @@ import attrs
 import pytest
 
 from boxmaker._keyfile import create_key_file
-from boxmaker.proto._audit import GENESIS_PREV, Call, encode_record, line_hash, parse_record
-from boxmaker.proto._checkpoint import parse_signed_checkpoint
-from boxmaker.proto._note import TYPE_ED25519
+from boxmaker.proto.audit._audit import GENESIS_PREV, Call, encode_record, line_hash, parse_record
+from boxmaker.proto.tlog._checkpoint import parse_signed_checkpoint
+from boxmaker.proto.tlog._note import TYPE_ED25519
 from tests.fakes.brokerd import BXCTL, Home, admin, echo, env_for, start
 from tests.fakes.witness_process import WitnessProcess
 

@@ -17,8 +17,8 @@ import pytest
 
 from boxmaker._checkpoint_files import SIGNED, cosigned_name
 from boxmaker._keyfile import read_key_file
-from boxmaker.proto._checkpoint import parse_signed_checkpoint
-from boxmaker.proto._note import TYPE_COSIGNATURE_V1, Note, Signer, cosign_text
+from boxmaker.proto.tlog._checkpoint import parse_signed_checkpoint
+from boxmaker.proto.tlog._note import TYPE_COSIGNATURE_V1, Note, Signer, cosign_text
 from tests.fakes.brokerd import BXCTL, Home, admin, echo, env_for, start
 from tests.fakes.lying_witness import LyingWitness
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from boxmaker.proto._wire_passkey import (
+from boxmaker.proto.wire._wire_passkey import (
     approval_challenge,
     b64url,
     declassify_challenge,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from boxmaker.proto._wire_passkey import b64url
+from boxmaker.proto.wire._wire_passkey import b64url
 from tests.fakes.authenticator import SoftAuthenticator
 from tests.fakes.brokerd import admin, read_frames
 from tests.integration.test_passkey_brokerd import ORIGIN, approve, enrol, make_home, pending

@@ -16,8 +16,8 @@ from typing import Any
 import cbor2
 import pytest
 
-from boxmaker.proto._audit import line_hash
-from boxmaker.proto._wire_passkey import b64url, from_b64url
+from boxmaker.proto.audit._audit import line_hash
+from boxmaker.proto.wire._wire_passkey import b64url, from_b64url
 from tests.fakes.authenticator import SoftAuthenticator
 from tests.fakes.brokerd import (
     BXCTL,

@@ -122,7 +122,7 @@ def test_a_sidecar_with_a_key_twice_or_a_link_is_refused(make_home: Any) -> None
 def test_the_witnessed_verify_re_verifies_them_too(make_home: Any) -> None:
     """`--witness-key` takes another path through the log (the tree scan): it must see
     the kept assertions as plain verify does."""
-    from boxmaker.proto._note import TYPE_COSIGNATURE_V1, Signer
+    from boxmaker.proto.tlog._note import TYPE_COSIGNATURE_V1, Signer
 
     home, kept = _two_approved(make_home)
     witness = Signer.from_seed("witness.test/v", TYPE_COSIGNATURE_V1, b"\x22" * 32)

@@ -15,7 +15,7 @@ from boxmaker.loopd._conversations import (
 )
 from boxmaker.loopd._history import conversation_summaries, history_messages
 from boxmaker.proto._convert import InvalidValue
-from boxmaker.proto._wire_loop import History, decode_loop_frame, encode_loop_frame
+from boxmaker.proto.wire._wire_loop import History, decode_loop_frame, encode_loop_frame
 
 TS = "2026-12-01T10:00:00.000000Z"
 

@@ -18,7 +18,7 @@ import pytest
 import trio
 import trio.testing
 
-from boxmaker._streams import receive_frame, send_frame
+from boxmaker._sockets._streams import receive_frame, send_frame
 from boxmaker.loopd._config import LoopdConfig, load_config
 from boxmaker.loopd._serve import (
     InferenceStartFailed,

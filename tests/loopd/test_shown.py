@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from boxmaker.loopd._shown import call_key, denial_text, result_text
-from boxmaker.proto._wire_loop import MAX_NOTICE_CHARS
+from boxmaker.proto.wire._wire_loop import MAX_NOTICE_CHARS
 
 
 def test_call_key_tells_calls_apart() -> None:

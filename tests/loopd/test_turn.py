@@ -13,21 +13,21 @@ import trio
 
 from boxmaker._http import InferenceStreamError
 from boxmaker._http.client import LlamaClient
-from boxmaker._streams import receive_frame, send_frame
-from boxmaker.loopd._broker_port import BrokerPort
+from boxmaker._sockets._streams import receive_frame, send_frame
+from boxmaker.loopd._broker_client import BrokerPort
 from boxmaker.loopd._conversations import ConversationStore
 from boxmaker.loopd._tools import tool_schemas
 from boxmaker.loopd._turn import CoreUnreadable, Turn, TurnSettings, TurnTimeout
 from boxmaker.proto._convert import U64
 from boxmaker.proto._framing import FrameDecoder
-from boxmaker.proto._wire import format_ts
-from boxmaker.proto._wire_broker import (
+from boxmaker.proto.wire._wire import format_ts
+from boxmaker.proto.wire._wire_broker import (
     Pending,
     Result,
     decode_broker_request,
     encode_broker_answer,
 )
-from boxmaker.proto._wire_loop import Event, ToolDeniedEvent, ToolResultEvent
+from boxmaker.proto.wire._wire_loop import Event, ToolDeniedEvent, ToolResultEvent
 from tests.fakes.llama_server import FakeLlamaServer
 
 EPOCH = dt.datetime(2026, 11, 29, 7, 0, tzinfo=dt.UTC)

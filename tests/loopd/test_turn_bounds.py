@@ -13,7 +13,7 @@ import trio
 
 from boxmaker.proto._framing import MAX_FRAME
 from boxmaker.proto._json import MAX_DEPTH, nesting_depth
-from boxmaker.proto._wire_loop import (
+from boxmaker.proto.wire._wire_loop import (
     MAX_ARGS_BYTES,
     MAX_ARGS_DEPTH,
     MAX_CALL_ID_CHARS,

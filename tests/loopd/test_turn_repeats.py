@@ -12,7 +12,7 @@ from typing import Any
 import trio
 
 from boxmaker.loopd._shown import CUT_CALL_TEXT_FOR_MODEL, REPEAT_TEXT_FOR_MODEL, result_text
-from boxmaker.proto._wire_loop import NoticeEvent, ToolResultEvent
+from boxmaker.proto.wire._wire_loop import NoticeEvent, ToolResultEvent
 from tests.loopd.test_turn import Harness, echo_call, ok_answer, text
 
 

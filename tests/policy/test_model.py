@@ -63,7 +63,7 @@ def test_report_fits_the_admin_wire_message() -> None:
     from pathlib import Path
 
     from boxmaker.policy._load import load_grants
-    from boxmaker.proto import _wire_admin
+    from boxmaker.proto.wire import _wire_admin
 
     fixtures = Path(__file__).resolve().parents[2] / "fixtures" / "grants"
     for case in ("valid", "several-problems", "G1-file", "G8-hosts"):

@@ -24,9 +24,9 @@ from boxmaker.policy._replay import (
     shown_json,
     widens,
 )
-from boxmaker.proto._history import HistoryCall
 from boxmaker.proto._json import dumps
 from boxmaker.proto._taint import Taint
+from boxmaker.proto.audit._history import HistoryCall
 
 GRANTS = """
 [[grant]]

@@ -17,9 +17,9 @@ from boxmaker.policy._suggest import (
     draft_state,
     render_draft,
 )
-from boxmaker.proto._history import HistoryApproval, HistoryCall
 from boxmaker.proto._json import dumps
 from boxmaker.proto._taint import Taint
+from boxmaker.proto.audit._history import HistoryApproval, HistoryCall
 
 PROTECTED = ProtectedPaths.of(["/var/lib/boxmaker"])
 BASE = """

@@ -29,8 +29,8 @@ from boxmaker.policy._model import GrantSet
 from boxmaker.policy._replay import Change, Redecided, Redecider, ReplayTally
 from boxmaker.policy._verdict import fast_target, parse_call_args
 from boxmaker.proto._args import FILE_TOOLS, TOOLS, ArgsError, parse_args
-from boxmaker.proto._history import HistoryCall
 from boxmaker.proto._taint import LABELS, Taint
+from boxmaker.proto.audit._history import HistoryCall
 
 # Grant paths in a few levels, so that a request is covered at several depths, and
 # more lengths than a request has components (both ways of cutting a path).

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from boxmaker.proto._audit import Declassify
 from boxmaker.proto._convert import U64, U64_MAX, JsonObject, register_tagged_union, structure
 from boxmaker.proto._errors import DecodeError
 from boxmaker.proto._fastcheck import Mismatch, compile_checkers
+from boxmaker.proto.audit._audit import Declassify
 
 
 @attrs.frozen(kw_only=True)

@@ -21,10 +21,10 @@ import sys
 import trio
 
 from boxmaker._error_table import shown
-from boxmaker.brokerd._audit_startup import open_audit_log
-from boxmaker.brokerd._audit_writer import AuditUnavailable, AuditWriter
-from boxmaker.proto._audit import Call, GrantsSummary, Peer, Start
+from boxmaker.brokerd.log._audit_startup import open_audit_log
+from boxmaker.brokerd.log._audit_writer import AuditUnavailable, AuditWriter
 from boxmaker.proto._convert import U64, JsonObject
+from boxmaker.proto.audit._audit import Call, GrantsSummary, Peer, Start
 
 TASKS = 4
 

@@ -13,7 +13,7 @@ import pytest
 import trio
 
 from boxmaker._brokerd_config import load_config
-from boxmaker._streams import receive_frame, send_frame
+from boxmaker._sockets._streams import receive_frame, send_frame
 from boxmaker.brokerd._serve import ServeHandle, serve
 from boxmaker.proto._framing import FrameDecoder
 from tests.fakes.brokerd import ECHO_GRANT, Home

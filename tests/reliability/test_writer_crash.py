@@ -25,10 +25,10 @@ import pytest
 import trio
 
 from boxmaker._audit_files import verify_directory
-from boxmaker.brokerd._audit_startup import open_audit_log
-from boxmaker.brokerd._audit_writer import inline_fsync
-from boxmaker.proto._audit import Record, is_day_file_name, parse_record
+from boxmaker.brokerd.log._audit_startup import open_audit_log
+from boxmaker.brokerd.log._audit_writer import inline_fsync
 from boxmaker.proto._errors import DecodeError
+from boxmaker.proto.audit._audit import Record, is_day_file_name, parse_record
 
 APPENDER = Path(__file__).with_name("audit_appender.py")
 KILLS = 60

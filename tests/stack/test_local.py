@@ -13,7 +13,7 @@ import trio
 import trio.testing
 
 from boxmaker._errors import ConfigurationError
-from boxmaker._http11 import HttpRequest, HttpResponse, serve_tcp
+from boxmaker._http._http11 import HttpRequest, HttpResponse, serve_tcp
 from boxmaker.stack._fetch_model import cache_root
 from boxmaker.stack._local import (
     CONTEXT,

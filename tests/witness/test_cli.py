@@ -9,7 +9,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from boxmaker.proto._note import parse_verifier_key
+from boxmaker.proto.tlog._note import parse_verifier_key
 from boxmaker.witness._cli import witness
 from tests.fakes.tlog import ORIGIN, log_signer
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from boxmaker.proto._note import TYPE_COSIGNATURE_V1, Signer
+from boxmaker.proto.tlog._note import TYPE_COSIGNATURE_V1, Signer
 from boxmaker.witness._config import (
     MAX_LOGS,
     WitnessConfigError,

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from boxmaker.proto._checkpoint import Checkpoint, cosigned_at, parse_signed_checkpoint
-from boxmaker.proto._merkle import EMPTY_ROOT
-from boxmaker.proto._note import Note, parse_signature_lines, verify_line
-from boxmaker.proto._witness_wire import encode_add_checkpoint
+from boxmaker.proto.tlog._checkpoint import Checkpoint, cosigned_at, parse_signed_checkpoint
+from boxmaker.proto.tlog._merkle import EMPTY_ROOT
+from boxmaker.proto.tlog._note import Note, parse_signature_lines, verify_line
+from boxmaker.proto.tlog._witness_wire import encode_add_checkpoint
 from boxmaker.witness._logic import Cosigned, decide
 from tests.fakes.tlog import ORIGIN, TestLog, log_signer, witness_signer
 
@@ -111,7 +111,7 @@ def test_malformed_bodies_400_and_bad_proofs_422() -> None:
 
 def test_size_zero_needs_the_empty_root() -> None:
     state: dict[str, Cosigned] = {}
-    from boxmaker.proto._checkpoint import sign_checkpoint
+    from boxmaker.proto.tlog._checkpoint import sign_checkpoint
 
     bad = sign_checkpoint(Checkpoint(origin=ORIGIN, size=0, root=bytes(32)), LOG_KEY)
     assert run(encode_add_checkpoint(0, [], bad.encode()), state)[0] == 422
@@ -156,7 +156,7 @@ def test_random_requests_never_cosign_a_rollback_or_two_roots(
         size = min(size_pick + 4, log.tree.size)
         current = state[ORIGIN].checkpoint.size if ORIGIN in state else 0
         old = current if old_pick == 0 else min(old_pick, size)
-        from boxmaker.proto._merkle import consistency_proof
+        from boxmaker.proto.tlog._merkle import consistency_proof
 
         proof = consistency_proof(old, size, log.read) if old <= size else []
         body = encode_add_checkpoint(old, proof, log.checkpoint(size).encode())

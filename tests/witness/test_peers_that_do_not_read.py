@@ -26,8 +26,8 @@ import pytest
 import trio
 import trio.testing
 
-from boxmaker import _http11
-from boxmaker._http11 import Url, request
+from boxmaker._http import _http11
+from boxmaker._http._http11 import Url, request
 from boxmaker.witness._serve import serve
 from tests.fakes.tlog import ORIGIN, TestLog
 from tests.witness.test_serve import LOG_KEY, WITNESS, config

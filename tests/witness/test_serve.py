@@ -10,8 +10,8 @@ from urllib.parse import quote
 import pytest
 import trio
 
-from boxmaker._http11 import HttpRequest, Url, request
-from boxmaker.proto._checkpoint import cosigned_at, parse_signed_checkpoint
+from boxmaker._http._http11 import HttpRequest, Url, request
+from boxmaker.proto.tlog._checkpoint import cosigned_at, parse_signed_checkpoint
 from boxmaker.witness._config import WitnessConfig
 from boxmaker.witness._serve import Witness, serve
 from boxmaker.witness._store import load_state, state_name

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from boxmaker.proto._checkpoint import parse_signed_checkpoint
+from boxmaker.proto.tlog._checkpoint import parse_signed_checkpoint
 from boxmaker.witness._logic import Cosigned, decide
 from boxmaker.witness._store import StateDamaged, load_state, save_state, state_name
 from tests.fakes.tlog import ORIGIN, TestLog, log_signer, witness_signer

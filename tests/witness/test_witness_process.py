@@ -9,8 +9,8 @@ from urllib.parse import quote
 
 import pytest
 
-from boxmaker.proto._checkpoint import cosigned_at, parse_signed_checkpoint
-from boxmaker.proto._note import parse_signature_lines, parse_verifier_key, verify_line
+from boxmaker.proto.tlog._checkpoint import cosigned_at, parse_signed_checkpoint
+from boxmaker.proto.tlog._note import parse_signature_lines, parse_verifier_key, verify_line
 from boxmaker.witness._serve import TEST_AFTER_SAVE_FIFO
 from tests.fakes.tlog import ORIGIN, TestLog, log_signer
 from tests.fakes.witness_process import WitnessProcess, wait_fifo

@@ -19,7 +19,7 @@ import attrs
 import trio
 
 from ..._protected import ProtectedSet, protected_set
-from ..._sd import child_environment
+from ..._sockets._sd import child_environment
 from ...proto._escape import escape_text
 from ._egress import (
     EgressProxy,
@@ -59,6 +59,7 @@ from ._podman_check import (
 )
 from ._scratch import Scratch, default_scratch_root
 from ._spec import RunOutcome, RunSpec
+from ._three_steps import reap, remove_container
 
 log = logging.getLogger("boxmaker.brokerd.runner.podman")
 
@@ -394,28 +395,16 @@ class PodmanRuntime:
                 with trio.move_on_after(KILL_GRACE_S):
                     await process.wait()
         finally:
-            with trio.CancelScope(shield=True):
-                if process.returncode is None:
-                    process.kill()
-                    await process.wait()
-                if timed_out or process.returncode not in (0, None):
-                    # --rm removes the container on a normal exit; after a kill
-                    # or a failure make sure nothing is left behind.
-                    await self._kill(name)
-                for pipe in (process.stdin, process.stdout, process.stderr):
-                    await pipe.aclose()
+            await reap(process)
+            if timed_out or process.returncode not in (0, None):
+                # --rm removes the container on a normal exit; after a kill
+                # or a failure make sure nothing is left behind.
+                await self._kill(name)
         return _Exit(process.returncode, stdout, stderr, too_large, timed_out)
 
     async def _kill(self, name: str) -> None:
         """Kill and remove the container by name (shielded: it runs during cancellation)."""
-        with trio.CancelScope(shield=True), trio.move_on_after(30):
-            await trio.run_process(
-                [self.settings.podman, "rm", "--force", "--ignore", "--time", "0", name],
-                env=child_environment(),
-                capture_stdout=True,
-                capture_stderr=True,
-                check=False,
-            )
+        await remove_container(self.settings.podman, name)
 
 
 def _one_line(text: str) -> str:

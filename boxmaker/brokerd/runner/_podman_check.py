@@ -19,13 +19,15 @@ import trio
 
 from ..._error_table import ERROR_RUNBOOKS
 from ..._errors import UnavailableError
-from ..._sd import child_environment
+from ..._sockets._sd import child_environment
 from ...proto._escape import escape_text
 
 log = logging.getLogger("boxmaker.brokerd.runner.podman")
 
 _COMMAND_TIMEOUT_S = 60.0
 _STDERR_KEEP = 4096
+INFO_TRIES = 3
+INFO_PAUSE_S = 1.0
 REQUIRED_CONTROLLERS = ("memory", "pids", "cpu")
 
 
@@ -100,6 +102,26 @@ def limits_problem(info: PodmanInfo) -> str | None:
     return None
 
 
+async def podman_info_answer(podman: str, *, tries: int = INFO_TRIES,
+                             pause_s: float = INFO_PAUSE_S) -> bytes:
+    """`podman info --format json`, asked again when it fails.
+
+    A podman whose lock a killed brokerd's containers still hold can fail once
+    and answer a second later; the last failure is raised.
+    """
+    deadline = trio.current_time() + _COMMAND_TIMEOUT_S  # all tries together
+    for attempt in range(tries):
+        left = deadline - trio.current_time()
+        try:
+            return await podman_command([podman, "info", "--format", "json"],
+                                        timeout_s=max(left, 0.001))
+        except PodmanCommandError:
+            if attempt == tries - 1 or deadline - trio.current_time() <= pause_s:
+                raise
+            await trio.sleep(pause_s * (attempt + 1))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 async def check_podman(podman: str, image: str, trial_argv: Sequence[str] | None) -> PodmanCheck:
     """The start-up check; `trial_argv` (built for the same image) runs last when given."""
 
@@ -112,7 +134,7 @@ async def check_podman(podman: str, image: str, trial_argv: Sequence[str] | None
         )
 
     try:
-        info = parse_info(await podman_command([podman, "info", "--format", "json"]))
+        info = parse_info(await podman_info_answer(podman))
     except PodmanCommandError as exc:
         return fail(f"podman does not run: {exc}")
     problem = limits_problem(info)

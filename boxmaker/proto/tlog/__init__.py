@@ -1,0 +1,110 @@
+"""The transparency log: the public face of `proto/tlog/` (no I/O, no trio).
+
+What the daemons and shared modules import from this room, re-exported from
+its modules: RFC 6962 trees (`_merkle`), C2SP signed notes (`_note`),
+checkpoints (`_checkpoint`), the witness's add-checkpoint body
+(`_witness_wire`) and the judgement of the log against its witnessed
+checkpoints (`_checkpoint_verdict`).
+"""
+
+from ._checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    SignedCheckpoint,
+    check_origin,
+    cosignature_time_problem,
+    cosigned_at,
+    empty_root_ok,
+    log_signature_ok,
+    parse_checkpoint_body,
+    parse_signed_checkpoint,
+    parse_size,
+    sign_checkpoint,
+)
+from ._checkpoint_verdict import (
+    Candidate,
+    CheckpointFinding,
+    judge,
+    sizes_needed,
+)
+from ._merkle import (
+    EMPTY_ROOT,
+    HASH_SIZE,
+    CompactRange,
+    ProofError,
+    consistency_proof,
+    leaf_hash,
+    root_from_reader,
+    verify_consistency,
+)
+from ._note import (
+    MAX_NOTE_BYTES,
+    TYPE_COSIGNATURE_V1,
+    TYPE_ED25519,
+    BadSignature,
+    Note,
+    NoteError,
+    Signer,
+    VerifierKey,
+    b64,
+    check_key_name,
+    cosign_text,
+    parse_signature_lines,
+    parse_verifier_key,
+    strict_b64decode,
+    verified_by,
+    verify_line,
+)
+from ._witness_wire import (
+    SIZE_CONTENT_TYPE,
+    Malformed,
+    encode_add_checkpoint,
+    parse_add_checkpoint,
+)
+
+__all__ = [
+    "EMPTY_ROOT",
+    "HASH_SIZE",
+    "MAX_NOTE_BYTES",
+    "SIZE_CONTENT_TYPE",
+    "TYPE_COSIGNATURE_V1",
+    "TYPE_ED25519",
+    "BadSignature",
+    "Candidate",
+    "Checkpoint",
+    "CheckpointError",
+    "CheckpointFinding",
+    "CompactRange",
+    "Malformed",
+    "Note",
+    "NoteError",
+    "ProofError",
+    "SignedCheckpoint",
+    "Signer",
+    "VerifierKey",
+    "b64",
+    "check_key_name",
+    "check_origin",
+    "consistency_proof",
+    "cosign_text",
+    "cosignature_time_problem",
+    "cosigned_at",
+    "empty_root_ok",
+    "encode_add_checkpoint",
+    "judge",
+    "leaf_hash",
+    "log_signature_ok",
+    "parse_add_checkpoint",
+    "parse_checkpoint_body",
+    "parse_signature_lines",
+    "parse_signed_checkpoint",
+    "parse_size",
+    "parse_verifier_key",
+    "root_from_reader",
+    "sign_checkpoint",
+    "sizes_needed",
+    "strict_b64decode",
+    "verified_by",
+    "verify_consistency",
+    "verify_line",
+]
