@@ -20,6 +20,12 @@ from typing import Literal
 import attrs
 
 from ._checkpoint_config import CheckpointsConfigError, CheckpointSettings, resolve_checkpoints
+from ._commands_config import (
+    CommandsSettings,
+    CommandsTable,
+    commands_problem,
+    resolve_commands,
+)
 from ._errors import ConfigurationError
 from ._passkey_origin import check_passkey_settings
 from ._paths import UID_MAX, absolute, boxmaker_home, default_socket, under
@@ -132,6 +138,8 @@ class BrokerdFile:
     runner: RunnerTable = attrs.field(factory=RunnerTable)
     audit: AuditTable = attrs.field(factory=AuditTable)
     checkpoints: CheckpointsTable = attrs.field(factory=CheckpointsTable)
+    commands: CommandsTable | None = None
+    """`[commands]` (12-tool-sources): absent, run_command has no image to run in."""
 
 
 @attrs.frozen(kw_only=True)
@@ -169,6 +177,8 @@ class BrokerdConfig:
     rp_id: str | None = None
     origins: tuple[str, ...] = ()
     require_passkey: bool = False
+    commands: CommandsSettings | None = None
+    """`[commands]`, or None when brokerd.toml has none."""
 
     @property
     def single_uid(self) -> bool:
@@ -300,6 +310,10 @@ def _check(raw: BrokerdFile) -> None:
         raise ConfigError(
             f"runner.output_max_bytes: {runner.output_max_bytes} is more than {largest}: "
             "the largest answer would not fit one 8 MiB frame")
+    if raw.commands is not None:
+        problem = commands_problem(raw.commands, output_bound=largest)
+        if problem is not None:
+            raise ConfigError(problem)
     for name in ("max_concurrent", "max_queued"):
         value = getattr(runner, name)
         if value is not None and not (0 if name == "max_queued" else 1) <= value <= 65_536:
@@ -414,6 +428,7 @@ def _resolve(raw: BrokerdFile, source: Path | None, *, own_uid: int | None) -> B
         rp_id=raw.approvals.rp_id,
         origins=tuple(raw.approvals.origins or ()),
         require_passkey=raw.approvals.require_passkey,
+        commands=None if raw.commands is None else resolve_commands(raw.commands),
     )
 
 

@@ -39,6 +39,7 @@ PEERS: dict[str, tuple[str, ...]] = {
     "Chromium": ("chromium", "browser", "chromedriver", "selenium"),
     "FUSE": ("fuse",),
     "systemd": ("systemd",),
+    "MCP reference server": ("mcp reference server",),
 }
 SETUP_COMMAND = "./scripts/ci-prepare"
 

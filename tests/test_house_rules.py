@@ -21,11 +21,14 @@ ones resolved, every one counted wherever it stands (in a function, under
    body), or use what it caught (``as exc`` and a use of ``exc``), or log it
    (a ``.exception(...)`` call, or a call with ``exc_info=``).
 6. Nothing outside proto/ imports a private module of a room of proto/
-   (``proto/wire/``, ``proto/audit/``, ``proto/tlog/``): it imports the room's
-   face (issue 24).
+   (``proto/wire/``, ``proto/audit/``, ``proto/tlog/``, ``proto/tools/``): it
+   imports the room's face (issue 24).
 7. A daemon's socket client module ends in ``_client``: a module of a daemon
    package that imports the framed client or opens a Unix socket (but in a
    ``*_check`` probe); no module ends in ``_port`` (issue 24).
+8. One tool catalogue (issue 25): outside ``boxmaker/proto/tools/_catalogue.py``
+   no comparison, dict key or ``match`` case is a string constant equal to a
+   tool's name (docstrings are neither).
 
 A violation another engineer is removing right now is named in ALLOWED below,
 with who; the lead empties it after merging.  Nothing else may be added there.
@@ -77,6 +80,7 @@ PURE_MODULES = frozenset({
     "boxmaker._http._llama_api",  # llama-server's typed answers
     "boxmaker._http._llama_decode",  # llama-server's strict decoders
     "boxmaker._error_table",  # the one error table
+    "boxmaker._commands_config",  # brokerd.toml's [commands]
     "boxmaker.brokerd._lifecycle",  # brokerd's call table
 })
 """The pure modules outside proto/ and policy/ (rule 2).  A module that moves is renamed here."""
@@ -388,7 +392,8 @@ def test_relative_imports_are_resolved() -> None:
 
 # -- rule 6 ---------------------------------------------------------------------------------
 
-ROOMS = ("boxmaker.proto.wire", "boxmaker.proto.audit", "boxmaker.proto.tlog")
+ROOMS = ("boxmaker.proto.wire", "boxmaker.proto.audit", "boxmaker.proto.tlog",
+         "boxmaker.proto.tools", "boxmaker.proto.mcp")
 
 
 def _private_room_module(name: str) -> bool:
@@ -466,3 +471,84 @@ def test_the_client_rule_sees_the_clients() -> None:
     assert {"boxmaker.loopd._broker_client", "boxmaker.approvals._admin_client",
             "boxmaker.bxctl._admin_client", "boxmaker.bxctl._loop_client"} <= clients
     assert "boxmaker.loopd._serve" not in clients  # its broker check only probes
+
+
+# -- rule 8: one tool catalogue (issue 25) ----------------------------------------------------
+
+CATALOGUE_MODULE = "boxmaker.proto.tools._catalogue"
+"""The one module that names a tool."""
+
+ALLOWED_TOOL_NAMES: frozenset[tuple[str, int]] = frozenset()
+"""(file, line) of tool names spelled outside the catalogue: none."""
+
+
+def _tool_name_uses(tree: ast.AST, names: frozenset[str]) -> list[int]:
+    """Lines where a string constant equal to a tool name is compared with (an operand
+    of a comparison, or an item of a literal tuple, list or set, or of ``frozenset(...)``,
+    ``set(...)`` or ``tuple(...)`` of one, compared with), a dict
+    key, a keyword of ``dict(...)`` or a ``match`` case.  Docstrings are not looked at:
+    they are neither."""
+
+    def named(node: ast.AST | None) -> bool:
+        if isinstance(node, ast.Constant):
+            return isinstance(node.value, str) and node.value in names
+        if isinstance(node, ast.Tuple | ast.List | ast.Set):
+            return any(named(item) for item in node.elts)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id in ("frozenset", "set", "tuple") and node.args:
+            return named(node.args[0])
+        return False
+
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            if any(named(side) for side in (node.left, *node.comparators)):
+                found.add(node.lineno)
+        elif isinstance(node, ast.Dict):
+            found.update(key.lineno for key in node.keys if key is not None and named(key))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id == "dict":
+            if any(k.arg in names for k in node.keywords):
+                found.add(node.lineno)
+        elif isinstance(node, ast.MatchValue | ast.MatchSingleton):
+            if named(getattr(node, "value", None)):
+                found.add(node.lineno)
+        elif isinstance(node, ast.MatchMapping):
+            found.update(key.lineno for key in node.keys if named(key))
+    return sorted(found)
+
+
+def test_no_module_but_the_catalogue_names_a_tool() -> None:
+    """Adding a tool is one catalogue entry: no other module branches on a tool's name."""
+    from boxmaker.proto.tools import CATALOGUE
+
+    names = CATALOGUE.every_name
+    assert CATALOGUE_MODULE in MODULES
+    found = {(m.rel, line) for name, m in MODULES.items() if name != CATALOGUE_MODULE
+             for line in _tool_name_uses(m.tree, names)}
+    assert sorted(found - ALLOWED_TOOL_NAMES) == []
+
+
+@pytest.mark.parametrize(
+    ("source", "lines"),
+    [
+        ('if tool == "read_file":\n    pass\n', [1]),
+        ('ok = "echo" != kind\n', [1]),
+        ('ok = tool in ("read_file", "list_dir")\n', [1]),
+        ('ok = tool not in {"http_fetch"}\n', [1]),
+        ('ok = tool in frozenset({"list_dir"})\n', [1]),
+        ('VERBS = {\n    "write_file": "writes",\n}\n', [2]),
+        ('VERBS = dict(list_dir="lists")\n', [1]),
+        ('match tool:\n    case "http_fetch":\n        pass\n', [2]),
+        ('match tool:\n    case "a" | "echo":\n        pass\n', [2]),
+        ('match args:\n    case {"read_file": x}:\n        pass\n', [2]),
+        ('"""read_file, list_dir and echo."""\n', []),
+        ('def f():\n    """Runs http_fetch."""\n', []),
+        ('message = "unknown tool read_file"\n', []),
+        ('TOOLS = ("read_file", "echo")\n', []),
+        ('ok = kind == "podman"\n', []),
+    ],
+)
+def test_the_tool_name_rule_is_the_one_written_down(source: str, lines: list[int]) -> None:
+    names = frozenset({"read_file", "list_dir", "write_file", "http_fetch", "echo"})
+    assert _tool_name_uses(ast.parse(source), names) == lines

@@ -87,7 +87,7 @@ def runtime_image(runtime: object) -> str | None:
 def status_of(daemon: Daemon) -> Status:
     writer = daemon.ledger.writer
     grants = daemon.watcher.state
-    runtime = daemon.runtime
+    runtime = daemon.runtimes.main
     head = daemon.ledger.head_seq
     return Status(
         version=daemon.version,
@@ -98,7 +98,7 @@ def status_of(daemon: Daemon) -> Status:
         sessions=U64(daemon.ledger.session_count()),
         runner=RunnerStatus(kind=runtime.kind, ok=bool(runtime.ok),
                             image=runtime_image(runtime),
-                            reason=None if runtime.ok else getattr(runtime, "reason", None)),
+                            reason=None if runtime.ok else runtime.reason),
         warnings=list(daemon.warnings)
         + ([f"the audit log is unavailable: {shown(str(writer.failure), writer.failure)}"]
            if writer.failure else []),

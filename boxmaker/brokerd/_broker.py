@@ -224,7 +224,7 @@ async def _run_and_settle(stream: trio.abc.Stream, rid: int, daemon: Daemon,
         output: dict[str, Any] | None
         message: str | None
         try:
-            outcome = await daemon.runtime.run(spec)
+            outcome = await daemon.runtimes.run(spec)
             status, output, message = outcome.status, outcome.output, outcome.message
         except Exception as exc:  # a bug in a runtime: the tool may have run
             log.exception("call %d: the runtime failed", call.call_id)

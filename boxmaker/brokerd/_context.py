@@ -6,7 +6,6 @@ import gc
 import logging
 import time
 from collections.abc import Callable
-from typing import Literal, Protocol
 
 import attrs
 import trio
@@ -29,7 +28,7 @@ from ._passkeys import PasskeyRegistry
 from ._policy_link import PolicyLink
 from .log._checkpoints_link import CheckpointsRuntime
 from .runner._queue import RunQueue
-from .runner._spec import Runtime
+from .runner._runtimes import Runtimes
 
 log = logging.getLogger("brokerd")
 
@@ -47,19 +46,6 @@ def grants_event(state: GrantState) -> GrantsChanged:
     report = state.report
     return GrantsChanged(ok=report.ok, count=U64(report.count), digest=report.digest,
                          problem_count=U64(len(report.problems)))
-
-
-class ServedRuntime(Runtime, Protocol):
-    """A runtime as brokerd serves it: what it is, and whether it can run calls."""
-
-    @property
-    def kind(self) -> Literal["podman", "refusing", "echo"]: ...
-
-    @property
-    def ok(self) -> bool: ...
-
-    @property
-    def reason(self) -> str | None: ...
 
 
 def keep_out_of_collections() -> None:
@@ -80,8 +66,8 @@ class Daemon:
     config: BrokerdConfig
     ledger: Ledger
     watcher: GrantsWatcher
-    runtime: ServedRuntime
-    """The runner: refusing, echo or podman."""
+    runtimes: Runtimes
+    """The runtime of each runtime kind (`[runner] kind`: refusing, echo or podman)."""
     link: PolicyLink
     version: str
     run_queue: RunQueue

@@ -251,7 +251,7 @@ async def _run(daemon: Daemon, handle: ServeHandle, signals: Any) -> None:
             except AuditUnavailable as exc:
                 log.error("stop not recorded: %s", shown(str(exc), exc))
             await ledger.flush_states()
-            await daemon.runtime.aclose()
+            await daemon.runtimes.aclose()
             if daemon.checkpoints is not None:
                 await daemon.checkpoints.stop()
         background.cancel_scope.cancel()

@@ -37,6 +37,7 @@ from .runner._podman import PodmanRuntime
 from .runner._podman_argv import PodmanSettings
 from .runner._queue import RunQueue
 from .runner._refusing import RefusingRuntime
+from .runner._runtimes import Runtimes, ServedRuntime
 
 log = logging.getLogger("brokerd")
 
@@ -86,15 +87,22 @@ def runner_settings_problem(config: BrokerdConfig) -> str | None:
 
 
 
-async def make_runtime(config: BrokerdConfig, protected: ProtectedSet | None = None) -> Any:
-    """The configured runtime, checked (podman: podman runs, the image is there, limits hold).
+async def make_runtime(config: BrokerdConfig,
+                       protected: ProtectedSet | None = None) -> Runtimes:
+    """The runtimes of `[runner] kind`, checked (podman: podman runs, the image is there,
+    limits hold): one per runtime kind the configured runtime serves.
 
     Raises StartFailed for podman settings that are not valid.
     """
+    return Runtimes(await _configured_runtime(config, protected))
+
+
+async def _configured_runtime(config: BrokerdConfig,
+                              protected: ProtectedSet | None) -> ServedRuntime:
     kind = config.runner.kind
-    if kind == "echo":
+    if kind == EchoRuntime.kind:
         return EchoRuntime()
-    if kind == "podman":
+    if kind == PodmanRuntime.kind:
         if config.runner.image is None:
             return RefusingRuntime("[runner] image is not set: name the tools image by digest")
         try:
@@ -187,10 +195,10 @@ async def prepare_daemon(config: BrokerdConfig, startup: AuditStartup, *,
                     state_in_thread=state_in_thread, ttl_ms=config.ttl_ms,
                     max_pending=config.max_pending,
                     max_pending_per_session=config.max_pending_per_session)
-    runtime = await make_runtime(config, protected)
-    if not runtime.ok:
+    runtimes = await make_runtime(config, protected)
+    if not runtimes.ok:
         log.warning("runner %s: %s; allowed calls answer runner_unavailable. "
-                    "See %s", runtime.kind, runtime.reason, condition("runner_unavailable"))
+                    "See %s", runtimes.kind, runtimes.reason, condition("runner_unavailable"))
     if config.single_uid:
         log.warning("%s", SINGLE_UID_WARNING)
         warnings.append(SINGLE_UID_WARNING)
@@ -217,7 +225,7 @@ async def prepare_daemon(config: BrokerdConfig, startup: AuditStartup, *,
         warnings.append(dropped)
     run_queue = RunQueue(max_concurrent=config.max_concurrent, max_queued=config.max_queued,
                          timeout_s=config.queue_timeout_ms / 1000)
-    daemon = Daemon(config=config, ledger=ledger, watcher=watcher, runtime=runtime,
+    daemon = Daemon(config=config, ledger=ledger, watcher=watcher, runtimes=runtimes,
                     link=link, version=__version__,
                     warnings=warnings, passkeys=passkeys, checkpoints=checkpoints,
                     run_queue=run_queue)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 import click
@@ -19,6 +20,7 @@ from ..proto._convert import U64, U64_MAX, unstructure
 from ..proto._escape import escape_line
 from ..proto._json import dumps, dumps_terminal
 from ..proto._taint import LABELS, Label, Taint
+from ..proto.tools import CATALOGUE
 from ..proto.wire import (
     AdminAnswer,
     AdminRequestBody,
@@ -136,9 +138,15 @@ def render_approval(approval: Approval, now: dt.datetime | None = None,
         *wrap_own([(f"  session  {approval.session} · label {approval.state.label} "
                     f"· {trust}", False)], width, _FIELD_HEAD),
     ]
+    entry = CATALOGUE.get(approval.tool)
+    block = _BLOCKS.get(entry.approval if entry is not None else "args", _arg_rows)
+    return lines + block(approval, width, value_indent)
+
+
+def _arg_rows(approval: Approval, width: int, value_indent: str) -> list[str]:
+    """The `args` block: one row per argument, in key order, each value escaped."""
     args = approval.args
-    if not args:
-        lines.append("  args     (none)")
+    lines = [] if args else ["  args     (none)"]
     keys = {key: escape_line(key) for key in args}
     key_width = max((len(k) for k in keys.values()), default=0)
     for index, key in enumerate(sorted(args)):
@@ -149,6 +157,9 @@ def render_approval(approval: Approval, now: dt.datetime | None = None,
 
 
 _FIELD_HEAD = " " * len("  args     ")
+_BLOCKS: dict[str, Callable[[Approval, int, str], list[str]]] = {"args": _arg_rows}
+"""How each catalogue `approval` block is shown; one not here (run_command's `command`,
+which comes with that tool) is shown as `args`."""
 
 
 def _status_lines(status: Status) -> list[str]:

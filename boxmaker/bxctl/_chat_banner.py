@@ -11,19 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 from ..policy._model import Grant
 from ..proto._escape import escape_line
+from ..proto.tools import CATALOGUE
 from ..proto.wire import LoopStatus, Status
 
 SUMMARY_MAX = 240
 
-_VERB = {"read_file": "reads", "list_dir": "lists", "write_file": "writes",
-         "http_fetch": "fetches from"}
-_BARE = {"read_file": "reads", "list_dir": "lists", "write_file": "writes to",
-         "http_fetch": "fetches from"}
-_GERUND = {"read_file": "reading", "list_dir": "listing", "write_file": "writing to",
-           "http_fetch": "fetching from"}
 
 HELP = """\
 What you can type:
@@ -38,9 +34,13 @@ Elsewhere: bxctl audit show (what happened), bxctl grants explain (what a call w
 """
 
 
-def _verb(table: dict[str, str], tool: str, gerund: bool = False) -> str:
-    """The tool's verb; a tool without one is named ("uses echo")."""
-    return table.get(tool) or f"{'using' if gerund else 'uses'} {tool}"
+def _verb(form: Literal["alone", "joined", "gerund"], tool: str) -> str:
+    """The tool's verb (its catalogue entry's); a tool without one is named ("uses echo")."""
+    entry = CATALOGUE.get(tool)
+    if entry is None or entry.verbs is None:
+        return f"{'using' if form == 'gerund' else 'uses'} {tool}"
+    verbs = entry.verbs
+    return verbs.alone if form == "alone" else verbs.joined if form == "joined" else verbs.gerund
 
 
 def _shown_path(path: str, user_home: Path) -> str:
@@ -51,11 +51,13 @@ def _shown_path(path: str, user_home: Path) -> str:
 
 
 def _targets(grant: Grant, user_home: Path) -> list[str]:
-    if grant.tool == "http_fetch":
+    entry = CATALOGUE.get(grant.tool)
+    if entry is not None and entry.entries == "hosts":
         return [h.text for h in grant.hosts] or ["any host"]
     if grant.paths:
         return [_shown_path(p, user_home) for p in grant.paths]
-    return ["anywhere"] if grant.tool in _VERB else [""]  # echo takes no paths
+    # a tool without verbs (echo) takes no paths: it is only named
+    return ["anywhere"] if entry is not None and entry.verbs is not None else [""]
 
 
 def _join(words: Sequence[str], last: str) -> str:
@@ -77,13 +79,13 @@ def grants_summary(grants: Sequence[Grant], user_home: Path) -> str:
             if each_mode != mode:
                 continue
             if mode == "allow":
-                verbs = [_verb(_BARE if len(tools) > 1 else _VERB, t) for t in tools]
+                verbs = [_verb("joined" if len(tools) > 1 else "alone", t) for t in tools]
                 parts.append(f"{_join(verbs, 'and')} {target}")
             elif mode == "ask":
-                gerunds = [_verb(_GERUND, t, gerund=True) for t in tools]
+                gerunds = [_verb("gerund", t) for t in tools]
                 parts.append(f"asks before {_join(gerunds, 'or')} {target}")
             else:
-                parts.append(f"never {_join([_verb(_BARE, t) for t in tools], 'or')} {target}")
+                parts.append(f"never {_join([_verb('joined', t) for t in tools], 'or')} {target}")
     if not parts:
         return "no grants: every tool call is refused (docs/grants.md)"
     line = escape_line("; ".join(part.strip() for part in parts))

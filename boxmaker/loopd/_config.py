@@ -18,9 +18,7 @@ from .._errors import ConfigurationError
 from .._http import Endpoint, Timeouts
 from .._paths import UID_MAX, absolute, boxmaker_home, default_socket, under
 from .._toml import TomlFileError, read_toml
-from ._tools import KNOWN_TOOLS
-
-DEFAULT_TOOLS = ("read_file", "list_dir", "write_file", "http_fetch")
+from ._tools import DEFAULT_TOOLS, KNOWN_TOOLS
 
 
 class ConfigError(ConfigurationError):

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from .._error_table import DENIAL_RUNBOOKS, see
-from ..proto._args import TOOLS, ParsedArgs
 from ..proto._taint import Taint
+from ..proto.tools import CATALOGUE, ParsedArgs
 from ._decision import (
     Allowed,
     Ask,
@@ -75,7 +75,7 @@ def _reason(tool: str, verdict: Verdict, taint: Taint, grants: GrantState | None
         assert isinstance(grants, InvalidGrantSet)
         return _invalid_reason(grants)
     if code == "unknown_tool":
-        return f"unknown tool {_q(tool)}; the tools are {', '.join(TOOLS)}"
+        return f"unknown tool {_q(tool)}; the tools are {', '.join(CATALOGUE.names)}"
     if code == "bad_args":
         return verdict.detail
     assert parsed is not None

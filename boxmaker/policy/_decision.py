@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeVar
 import attrs
 
 from .._error_table import DENIAL_RUNBOOKS
-from ..proto._args import ParsedArgs
 from ..proto._convert import register_tagged_union
 from ..proto._taint import Label, Taint
+from ..proto.tools import ParsedArgs
 
 DenialCode = Literal[
     "unknown_tool",

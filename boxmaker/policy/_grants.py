@@ -29,10 +29,10 @@ from typing import Any, Final, cast
 
 import attrs
 
-from ..proto._args import FILE_TOOLS, READ_TOOLS, TOOLS, ToolName
 from ..proto._grammar import host_problem, path_problem, port_problem
 from ..proto._json import type_word
 from ..proto._taint import LABELS, Label
+from ..proto.tools import CATALOGUE, Tool
 from ._model import (
     MODES,
     STRICTNESS,
@@ -67,8 +67,8 @@ KNOWN_FIELDS: Final = frozenset(
 )
 DENY_FIELDS: Final = frozenset({"id", "tool", "mode", "paths", "hosts", "note"})
 READ_ONLY_FIELDS: Final = frozenset({"label", "untrusted"})
-HTTP_ONLY_FIELDS: Final = frozenset({"http", "private_network", "hosts"})
-FILE_ONLY_FIELDS: Final = frozenset({"paths"})
+URL_OPTION_FIELDS: Final = frozenset({"http", "private_network"})
+ENTRY_FIELDS: Final = ("paths", "hosts")
 BOOL_FIELDS: Final = ("untrusted", "http", "private_network")
 
 
@@ -114,6 +114,24 @@ def _type_word(value: object) -> str:
     if isinstance(value, (dt.date, dt.time)):
         return "a date or time"
     return type_word(value)
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1] in ("a", "e", "i", "o", "u") else "a"
+
+
+def _misplaced(entry: Tool, name: str) -> str | None:
+    """G2: why a known field is not for a grant of this tool (None: it is)."""
+    if name == "hosts" and entry.entries != "hosts":
+        return f"{name} is only for {', '.join(CATALOGUE.host_tools)} grants, not {entry.name}"
+    if name in URL_OPTION_FIELDS and not entry.url_options:
+        return (f"{name} is only for {', '.join(CATALOGUE.url_option_tools)} grants, "
+                f"not {entry.name}")
+    if name == "paths" and entry.entries != "paths":
+        return f"{name} is only for file tools, not {entry.name}"
+    if name in READ_ONLY_FIELDS and not entry.reads:
+        return f"{name} is only for read tools, not {entry.name}"
+    return None
 
 
 class _TableCheck:
@@ -171,7 +189,7 @@ class _TableCheck:
             paths=tuple(path_values),
             hosts=tuple(host_values),
             label=cast(Label, label or "public"),
-            untrusted=bool(table.get("untrusted", tool == "http_fetch")),
+            untrusted=bool(table.get("untrusted", CATALOGUE[tool].untrusted)),
             max_label=cast(Label, max_label or "public"),
             when_untrusted="deny" if mode == "deny" else (when_untrusted or mode),
             http=bool(table.get("http", False)),
@@ -195,13 +213,13 @@ class _TableCheck:
         self.grant_id = value
         return value
 
-    def _check_tool(self) -> ToolName | None:
+    def _check_tool(self) -> str | None:
         if "tool" not in self.table:
             self.problem("G4", "tool is missing")
             return None
         value = self.table["tool"]
-        if type(value) is not str or value not in TOOLS:
-            self.problem("G4", f"unknown tool {_q(value)}; tools are {', '.join(TOOLS)}")
+        if type(value) is not str or value not in CATALOGUE:
+            self.problem("G4", f"unknown tool {_q(value)}; tools are {', '.join(CATALOGUE.names)}")
             return None
         return value
 
@@ -219,24 +237,20 @@ class _TableCheck:
     def _check_fields(self, tool: str | None, mode: Mode | None) -> set[str]:
         """G2: report unknown and misplaced fields; return the fields to check further."""
         allowed: set[str] = set()
+        entry = CATALOGUE.get(tool) if tool is not None else None
         for name in self.table:
             if name in ("id", "tool", "mode"):
                 continue
             if name not in KNOWN_FIELDS:
                 self.problem("G2", f"unknown field {_q(name)}")
                 continue
-            if tool == "echo" and name in ("paths", "hosts"):
-                allowed.add(name)  # G6 says it: echo takes neither
+            if entry is not None and entry.entries is None and name in ENTRY_FIELDS:
+                allowed.add(name)  # G6 says it: the tool takes neither
                 continue
-            if tool is not None:
-                if name in HTTP_ONLY_FIELDS and tool != "http_fetch":
-                    self.problem("G2", f"{name} is only for http_fetch grants, not {tool}")
-                    continue
-                if name in FILE_ONLY_FIELDS and tool not in FILE_TOOLS:
-                    self.problem("G2", f"{name} is only for file tools, not {tool}")
-                    continue
-                if name in READ_ONLY_FIELDS and tool not in READ_TOOLS:
-                    self.problem("G2", f"{name} is only for read tools, not {tool}")
+            if entry is not None:
+                misplaced = _misplaced(entry, name)
+                if misplaced is not None:
+                    self.problem("G2", misplaced)
                     continue
             if mode == "deny" and name not in DENY_FIELDS:
                 self.problem(
@@ -250,17 +264,17 @@ class _TableCheck:
 
     def _check_entries(self, tool: str | None, name: str, allowed: set[str]) -> list[Any]:
         """G6 for `paths`/`hosts`: required where the tool needs it, a non-empty array."""
-        needs = (name == "paths" and tool in FILE_TOOLS) or (
-            name == "hosts" and tool == "http_fetch"
-        )
+        entry = CATALOGUE.get(tool) if tool is not None else None
+        needs = entry is not None and entry.entries == name
         if name not in self.table:
             if needs:
                 self.problem("G6", f"a grant for {tool} needs {name}")
             return []
         if name not in allowed:
             return []
-        if tool == "echo":
-            self.problem("G6", f"an echo grant takes neither paths nor hosts (found {name})")
+        if entry is not None and entry.entries is None:
+            self.problem("G6", f"{_article(entry.name)} {entry.name} grant takes neither paths "
+                               f"nor hosts (found {name})")
             return []
         value = self.table[name]
         if type(value) is not list:

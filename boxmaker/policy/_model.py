@@ -12,15 +12,19 @@ from typing import Final, Literal
 
 import attrs
 
-from ..proto._args import FILE_TOOLS, ToolName
 from ..proto._taint import Label
+from ..proto.tools import CATALOGUE
 
 Mode = Literal["allow", "ask", "deny"]
 MODES: Final[tuple[Mode, ...]] = ("allow", "ask", "deny")
 STRICTNESS: Final[dict[str, int]] = {"allow": 0, "ask": 1, "deny": 2}
 """allow < ask < deny."""
 
-Rule = Literal["G1", "G2", "G3", "G4", "G5", "G6", "G7", "G8", "G9"]
+Rule = Literal[
+    "G1", "G2", "G3", "G4", "G5", "G6", "G7", "G8", "G9",
+    "G17", "G18", "G19", "G20", "G21", "G22",
+]
+"""G17..G22 are run_command's (12-tool-sources; `_command_grants.py`)."""
 
 EMPTY_DIGEST: Final = hashlib.sha256(b"").hexdigest()
 
@@ -55,7 +59,8 @@ class Grant:
     """One valid `[[grant]]` table with every default applied."""
 
     id: str
-    tool: ToolName
+    tool: str
+    """An available tool of the catalogue (G4)."""
     mode: Mode
     paths: tuple[str, ...]
     hosts: tuple[HostPattern, ...]
@@ -140,13 +145,14 @@ class GrantSet:
     by_host: dict[tuple[bool, str], tuple[tuple[Grant, HostPattern], ...]] = attrs.field(
         eq=False, repr=False
     )
-    """(wildcard, name) -> the http_fetch grants with such a pattern."""
+    """(wildcard, name) -> the grants with such a pattern (of the catalogue's one tool
+    whose grants list hosts: a second one would key this by tool too)."""
     length_sets: dict[str, frozenset[int]] = attrs.field(eq=False, repr=False)
     """tool -> `path_lengths` as a set."""
     deny_paths: dict[str, tuple[str, ...]] = attrs.field(eq=False, repr=False)
     """file tool -> the paths the runner masks inside its directory mounts: the `deny`
-    grants of that tool, and for write_file (a read-write mount) those of every file
-    tool; built once when the grants load (issue 23), never a walk per call."""
+    grants of that tool, and for a tool that writes (a read-write mount) those of every
+    file tool; built once when the grants load (issue 23), never a walk per call."""
     by_id: dict[str, Grant] = attrs.field(eq=False, repr=False)
     covering: dict[tuple[str, str], tuple[tuple[Grant, str], ...]] = attrs.field(
         factory=dict, eq=False, repr=False
@@ -186,8 +192,9 @@ class GrantSet:
 def _index_deny_paths(grants: tuple[Grant, ...]) -> dict[str, tuple[str, ...]]:
     """See `GrantSet.deny_paths`: each path once, in grant order."""
     out: dict[str, tuple[str, ...]] = {}
-    for tool in sorted(FILE_TOOLS):
-        tools = FILE_TOOLS if tool == "write_file" else frozenset({tool})
+    file_tools = CATALOGUE.path_tools
+    for tool in sorted(file_tools):
+        tools = file_tools if CATALOGUE[tool].writes else frozenset({tool})
         seen: dict[str, None] = {}
         for grant in grants:
             if grant.mode == "deny" and grant.tool in tools:

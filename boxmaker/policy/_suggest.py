@@ -4,16 +4,16 @@ Two kinds of suggestion, from the calls in the window (`--since`):
 
 - `ask`: calls denied `no_grant` when they were made and still now get the
   narrowest `ask` grant that covers them: the file (or directory) itself, or
-  the parent directory when several paths below it were asked for; for
-  `http_fetch` the exact host (with its port when not the default), never a
-  wildcard; for `echo` the one echo grant.
+  the parent directory when several paths below it were asked for; for a
+  fetch (`http_fetch`) the exact host (with its port when not the default),
+  never a wildcard; for a tool whose grants list neither (`echo`) its one grant.
 - `replace`: an `ask` grant the owner approved at least `min_approvals` times
   in the window and never refused (anywhere in the log) becomes the same grant
   (same `id`) with `mode = "allow"` and `when_untrusted` at least `ask`.
 
 Taint is never laundered: `label` is the highest label of the grants that
 decided the calls (the replaced grant's; `private` when none did), `untrusted`
-is inherited and always true for `http_fetch`, `max_label` is the highest
+is inherited and always true for a tool untrusted by default, `max_label` is the highest
 session label seen among the calls; for a replacement, among the calls the
 grant allowed or the owner approved only, and a grant asked at a higher label
 than those keeps `ask` (no grant can allow below a label and ask above it).
@@ -36,11 +36,11 @@ from typing import Any, Final, Literal
 
 import attrs
 
-from ..proto._args import FILE_TOOLS, ToolName
 from ..proto._escape import escape_line
 from ..proto._grammar import Url, parse_url
 from ..proto._taint import Label, max_label
 from ..proto.audit import HistoryApproval, HistoryCall
+from ..proto.tools import CATALOGUE
 from ._decision import ProtectedPaths
 from ._grants import parse_grant_texts
 from ._model import Grant, GrantSet, InvalidGrantSet
@@ -60,7 +60,7 @@ Kind = Literal["ask", "replace"]
 @attrs.define(kw_only=True)
 class Candidate:
     kind: Kind
-    tool: ToolName
+    tool: str
     entries: list[str]
     """Paths, or host patterns as written."""
     http: bool = False
@@ -78,10 +78,11 @@ class Candidate:
     def grant_lines(self) -> list[str]:
         if self.replaces is not None:
             g = self.replaces
-            entries = list(g.paths) if g.tool in FILE_TOOLS else [h.text for h in g.hosts]
+            entries = (list(g.paths) if g.tool in CATALOGUE.path_tools
+                       else [h.text for h in g.hosts])
             return render_grant_lines(
                 id=self.id, tool=g.tool, mode="allow", entries=entries, label=g.label,
-                untrusted=g.untrusted or g.tool == "http_fetch", max_label=self.max_label,
+                untrusted=g.untrusted or CATALOGUE[g.tool].untrusted, max_label=self.max_label,
                 when_untrusted=g.when_untrusted, http=g.http,
                 private_network=g.private_network, note=g.note)
         return render_grant_lines(
@@ -122,9 +123,10 @@ class SuggestGather:
         self.min_approvals = min_approvals
         self._paths: dict[tuple[Any, Any], Label] = {}
         """(tool, path) -> the highest session label seen"""
-        self._hosts: dict[tuple[Any, Any], Label] = {}
-        """(host pattern, http) -> the highest session label seen"""
-        self._echo: Label | None = None
+        self._hosts: dict[tuple[Any, Any, Any], Label] = {}
+        """(tool, host pattern, http) -> the highest session label seen"""
+        self._bare: dict[str, Label] = {}
+        """tool whose grants list neither paths nor hosts -> the highest session label seen"""
         self.left_out = 0
         self._waiting: dict[int, tuple[str, bool, Label]] = {}
         self._approved: dict[str, int] = {}
@@ -150,15 +152,18 @@ class SuggestGather:
         if call.outcome != "denied:no_grant" or now.outcome != "denied:no_grant":
             return
         args = call.args()
-        if call.tool in FILE_TOOLS:
-            self._add(self._paths, (call.tool, args["path"]), label)
-        elif call.tool == "http_fetch":
-            self._add(self._hosts, _host_entry(parse_url(args["url"])), label)
-        elif call.tool == "echo":
-            self._echo = label if self._echo is None else max_label(self._echo, label)
+        entry = CATALOGUE[call.tool]
+        target = entry.target
+        if entry.entries == "paths" and target is not None:
+            self._add(self._paths, (call.tool, args[target.name]), label)
+        elif entry.entries == "hosts" and target is not None:
+            self._add(self._hosts, (call.tool, *_host_entry(parse_url(args[target.name]))),
+                      label)
+        elif entry.entries is None:
+            seen = self._bare.get(call.tool)
+            self._bare[call.tool] = label if seen is None else max_label(seen, label)
 
-    def _add(self, table: dict[tuple[Any, Any], Label], key: tuple[Any, Any],
-             label: Label) -> None:
+    def _add(self, table: dict[Any, Label], key: tuple[Any, ...], label: Label) -> None:
         known = table.get(key)
         if known is None and len(self._paths) + len(self._hosts) >= MAX_ENTRIES:
             self.left_out += 1
@@ -194,19 +199,20 @@ class SuggestGather:
         for (tool, parent), items in sorted(by_parent.items()):
             top = max((label for _, label in items), key=("public", "private", "secret").index)
             if len(items) > 1 and parent.count("/") >= 2 and self._path_ok(parent):
-                out.append(Candidate(kind="ask", tool=tool, entries=[parent],  # type: ignore[arg-type]
+                out.append(Candidate(kind="ask", tool=tool, entries=[parent],
                                      files=[p for p, _ in items], max_label=top,
                                      why=f"{len(items)} paths below it were denied no_grant"))
                 continue
             for path, label in items:
-                out.append(Candidate(kind="ask", tool=tool, entries=[path],  # type: ignore[arg-type]
+                out.append(Candidate(kind="ask", tool=tool, entries=[path],
                                      max_label=label, why="denied no_grant"))
-        for (entry, http), label in sorted(self._hosts.items()):
+        for (tool, entry, http), label in sorted(self._hosts.items()):
             if not _deny_names_host(self.grants, entry.partition(":")[0]):
-                out.append(Candidate(kind="ask", tool="http_fetch", entries=[entry], http=http,
-                                     untrusted=True, max_label=label, why="denied no_grant"))
-        if self._echo is not None:
-            out.append(Candidate(kind="ask", tool="echo", entries=[], max_label=self._echo,
+                out.append(Candidate(kind="ask", tool=tool, entries=[entry], http=http,
+                                     untrusted=CATALOGUE[tool].untrusted, max_label=label,
+                                     why="denied no_grant"))
+        for tool, label in sorted(self._bare.items()):
+            out.append(Candidate(kind="ask", tool=tool, entries=[], max_label=label,
                                  why="denied no_grant"))
         for grant_id, approved in sorted(self._approved.items()):
             grant = self.grants.get(grant_id)
@@ -238,7 +244,7 @@ def assign_ids(candidates: list[Candidate], grants: GrantSet) -> None:
         if c.replaces is not None:
             continue
         where = c.entries[0] if c.entries else "all"
-        if c.tool in FILE_TOOLS:
+        if c.tool in CATALOGUE.path_tools:
             where = posixpath.basename(where) or where
         base = f"{c.tool.replace('_', '-')}-{_slug(where)}"
         name, n = base, 1

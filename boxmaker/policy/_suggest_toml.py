@@ -1,8 +1,9 @@
 """One `[[grant]]` table as TOML text (for `bxctl grants suggest`): pure.
 
-Only the fields a grant of that tool and mode may hold (03-policy G2) are
-written: no `label`/`untrusted` for `write_file`, no `paths`/`hosts` for
-`echo`, `http`/`private_network` only for `http_fetch` and only when true.
+Only the fields a grant of that tool and mode may hold (03-policy G2), as the
+tool's catalogue entry says, are written: its `paths` or `hosts` (none for a
+tool whose grants list neither), `label`/`untrusted` only for a tool that
+reads, `http`/`private_network` only for a fetch and only when true.
 Strings are TOML basic strings: printable ASCII as is, `"` and `\\` escaped,
 every other code point as ``\\uXXXX`` or ``\\UXXXXXXXX`` (so a path from the
 log can hold nothing that a terminal or an editor would take as a control).
@@ -10,7 +11,7 @@ log can hold nothing that a terminal or an editor would take as a control).
 
 from __future__ import annotations
 
-from ..proto._args import FILE_TOOLS, READ_TOOLS
+from ..proto.tools import CATALOGUE
 
 
 def toml_string(text: str) -> str:
@@ -34,20 +35,19 @@ def render_grant_lines(*, id: str, tool: str, mode: str, entries: list[str], lab
                        private_network: bool, note: str | None) -> list[str]:
     lines = ["[[grant]]", f"id = {toml_string(id)}", f"tool = {toml_string(tool)}",
              f"mode = {toml_string(mode)}"]
+    entry = CATALOGUE[tool]
     listed = "[" + ", ".join(toml_string(e) for e in entries) + "]"
-    if tool in FILE_TOOLS:
-        lines.append(f"paths = {listed}")
-    elif tool == "http_fetch":
-        lines.append(f"hosts = {listed}")
-    if tool in READ_TOOLS:
+    if entry.entries is not None:
+        lines.append(f"{entry.entries} = {listed}")
+    if entry.reads:
         lines.append(f"label = {toml_string(label)}")
         lines.append(f"untrusted = {'true' if untrusted else 'false'}")
     lines.append(f"max_label = {toml_string(max_label)}")
     if when_untrusted != mode:
         lines.append(f"when_untrusted = {toml_string(when_untrusted)}")
-    if tool == "http_fetch" and http:
+    if entry.url_options and http:
         lines.append("http = true")
-    if tool == "http_fetch" and private_network:
+    if entry.url_options and private_network:
         lines.append("private_network = true")
     if note is not None:
         lines.append(f"note = {toml_string(note)}")

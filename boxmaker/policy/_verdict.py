@@ -27,21 +27,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, get_args
 
-from ..proto._args import (
-    FILE_TOOLS,
-    TOOLS,
-    ArgsError,
-    EchoArgs,
-    HttpFetchArgs,
-    ListDirArgs,
-    ParsedArgs,
-    ReadFileArgs,
-    ToolArgs,
-    parse_args,
-)
 from ..proto._errors import DecodeError
 from ..proto._grammar import Url, parse_url, path_problem
 from ..proto._taint import LABELS, Label, Taint
+from ..proto.tools import CATALOGUE, ArgsError, ParsedArgs, Tool, parse_args
 from ._decision import DenialCode, ProtectedPaths
 from ._model import (
     MEMO_SIZE,
@@ -56,7 +45,7 @@ from ._model import (
 
 Match = tuple[Grant, str | None, tuple[int, ...]]
 """A matching grant, its most specific matching entry (path or host pattern as written,
-None for echo) and that entry's specificity (D6)."""
+None for a tool whose grants list neither) and that entry's specificity (D6)."""
 
 _RANK: Final[dict[str, int]] = {label: rank for rank, label in enumerate(LABELS)}
 _OUTCOME: Final[dict[str, str]] = {"allow": "allowed", "ask": "ask"}
@@ -115,31 +104,64 @@ def _early(code: DenialCode, parsed: ParsedArgs | None = None, detail: str = "")
     return Verdict(code, None, parsed, detail, [], [], None, None, None)
 
 
+class _Shape:
+    """The one shape of a tool's arguments that D2 can take the short way."""
+
+    __slots__ = ("kind", "name", "option", "words")
+
+    def __init__(self, tool: Tool) -> None:
+        required = [a for a in tool.args if a.required]
+        optional = [a for a in tool.args if not a.required]
+        self.kind = ""
+        self.name = required[0].name if len(required) == 1 else ""
+        self.option: str | None = None
+        self.words: tuple[str, ...] = ()
+        if len(required) != 1 or any(a.max_bytes is not None for a in tool.args):
+            return  # write_file's content is counted the long way
+        kind = required[0].kind
+        if kind in ("path", "write_path", "text") and not optional:
+            self.kind = "path" if kind != "text" else "text"
+        elif kind == "url" and len(optional) <= 1 and all(a.kind == "enum" for a in optional):
+            self.kind = "url"
+            if optional:
+                self.option, self.words = optional[0].name, optional[0].words
+
+
+_SHAPES: Final[dict[str, _Shape]] = {
+    tool.name: shape for tool in CATALOGUE if (shape := _Shape(tool)).kind}
+
+
 def fast_target(tool: str, raw_args: Mapping[str, Any]) -> tuple[str | None, Url | None] | None:
     """D2 the short way for the common well-formed shapes: the request path and URL, or
     None to go the long way (`parse_args`), which says what is wrong.
 
-    An argument object of exactly the tool's fields, each a `str` (and a method
-    `GET` or `HEAD`), is what the strict converter would structure unchanged;
+    An argument object of exactly the tool's fields, each a `str` (and an optional
+    word one of its words), is what the strict converter would structure unchanged;
     the grammar is checked by the same functions.  Anything else, or any problem,
-    goes the long way.  (`write_file` always does.)  A property test holds the
-    two equal."""
+    goes the long way.  (A tool with a bounded text, `write_file`, always does.)
+    A property test holds the two equal."""
     if type(raw_args) is dict:
+        shape = _SHAPES.get(tool)
+        if shape is None:
+            return None
         size = len(raw_args)
-        if tool in ("read_file", "list_dir"):
-            path = raw_args.get("path")
+        kind = shape.kind
+        if kind == "path":
+            path = raw_args.get(shape.name)
             if size == 1 and type(path) is str and path_problem(path) is None:
                 return path, None
-        elif tool == "http_fetch":
-            text = raw_args.get("url")
-            method = raw_args.get("method", "GET")
-            if (type(text) is str and type(method) is str and method in ("GET", "HEAD")
-                    and size == 1 + ("method" in raw_args)):
+        elif kind == "url":
+            text = raw_args.get(shape.name)
+            option = shape.option
+            present = option is not None and option in raw_args
+            word = raw_args[option] if present else None
+            if (type(text) is str and size == 1 + present
+                    and (not present or (type(word) is str and word in shape.words))):
                 try:
                     return None, parse_url(text)
                 except DecodeError:
                     pass  # the long way says it as D2 words it
-        elif tool == "echo" and size == 1 and type(raw_args.get("text")) is str:
+        elif size == 1 and type(raw_args.get(shape.name)) is str:
             return None, None
     return None
 
@@ -147,17 +169,9 @@ def fast_target(tool: str, raw_args: Mapping[str, Any]) -> tuple[str | None, Url
 def _fast_parsed(tool: str, raw_args: Mapping[str, Any], path: str | None,
                  url: Url | None) -> ParsedArgs:
     """The `ParsedArgs` of arguments `fast_target` took (what `parse_args` returns)."""
-    typed: ToolArgs
-    if tool == "read_file":
-        typed = ReadFileArgs(path=raw_args["path"])
-    elif tool == "list_dir":
-        typed = ListDirArgs(path=raw_args["path"])
-    elif tool == "http_fetch":
-        method = raw_args.get("method", "GET")
-        typed = HttpFetchArgs(url=raw_args["url"], method="GET" if method == "GET" else "HEAD")
-    else:
-        typed = EchoArgs(text=raw_args["text"])
-    return ParsedArgs(args=typed, path=path, url=url)
+    cls = CATALOGUE[tool].args_class
+    assert cls is not None
+    return ParsedArgs(args=cls(**raw_args), path=path, url=url)
 
 
 def parse_call_args(tool: str, raw_args: Mapping[str, Any]) -> ParsedArgs:
@@ -239,14 +253,13 @@ def _file_matches(tool: str, path: str, grants: GrantSet) -> list[Match]:
 
 
 def matches(tool: str, path: str | None, url: Url | None, grants: GrantSet) -> list[Match]:
-    """D3: every grant of the tool that covers the request (the path of a file tool, the
-    URL of `http_fetch`), with its best entry."""
-    if tool in FILE_TOOLS:
+    """D3: every grant of the tool that covers the request (the path of a tool whose
+    grants list paths, the URL of one whose grants list hosts), with its best entry."""
+    if tool in CATALOGUE.path_tools:
         assert path is not None
         return _file_matches(tool, path, grants)
     best: dict[str, Match] = {}
-    if tool == "http_fetch":
-        assert url is not None
+    if url is not None:
         host = url.host
         candidates = list(grants.by_host.get((False, host), ()))
         at = host.find(".")
@@ -256,7 +269,7 @@ def matches(tool: str, path: str | None, url: Url | None, grants: GrantSet) -> l
         for grant, pattern in candidates:
             if _covers_port(grant, pattern, url):
                 _offer(best, grant, pattern.text, pattern.specificity)
-    else:  # echo: a grant covers every echo call
+    else:  # a tool whose grants list neither: a grant covers every call
         for grant in grants.by_tool.get(tool, ()):
             _offer(best, grant, None, ())
     return list(best.values())
@@ -272,7 +285,7 @@ def judge(tool: str, raw_args: Mapping[str, Any], taint: Taint, grants: GrantSta
     if isinstance(grants, InvalidGrantSet):
         return _early("grants_invalid")
     # D1: unknown tool; the arguments are not parsed.
-    if tool not in TOOLS:
+    if tool not in CATALOGUE:
         return _early("unknown_tool")
     # D2: strict arguments and grammars.
     target = fast_target(tool, raw_args)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import attrs
 
+from ..proto.tools import CATALOGUE
 from ._owned import mark_owned
 
 
@@ -128,7 +129,7 @@ socket = {_toml_str(run / "broker.sock")}
 
 [loop]
 max_rounds = 8
-tools = ["read_file", "list_dir", "write_file", "http_fetch"]
+tools = [{", ".join(_toml_str(name) for name in CATALOGUE.default_offer)}]
 """,
         created,
     )

@@ -1,9 +1,16 @@
-"""`python3 -m boxmaker.toolkit TOOL`: one tool, one answer (08-runner)."""
+"""`python3 -m boxmaker.toolkit TOOL`: one tool, one answer (08-runner).
+
+The tools image holds the toolkit alone, so the toolkit cannot read the tool
+catalogue (`boxmaker.proto.tools`): it knows its tools by their functions,
+each named as the tool it runs, and `tests/toolkit/test_main.py` holds them
+equal to the catalogue's tools that run on `files` and `fetch`.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from ._answer import encode_answer, error
@@ -11,7 +18,6 @@ from ._errors import ToolError
 from ._tools import list_dir, read_file, write_file
 from ._walk import Checked
 
-TOOLS = ("read_file", "list_dir", "write_file", "http_fetch")
 # The request on stdin: arguments (write_file content is at most 1 MiB, which
 # JSON escaping can grow sixfold) plus a little.
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
@@ -46,6 +52,36 @@ def _parse_request(raw: bytes) -> tuple[dict[str, Any], int, str | None, Checked
     return args, cap, sock, checked
 
 
+Handler = Callable[[dict[str, Any], int, str | None, Checked | None], bytes]
+"""One tool: its arguments, the output cap, the egress socket, the checked mount."""
+
+
+def http_fetch(args: dict[str, Any], cap: int, egress_socket: str | None,
+               checked: Checked | None) -> bytes:
+    # Imported here: ssl and h11 cost start-up time the file tools do not need.
+    from ._fetch import http_fetch as fetch
+
+    return fetch(args, cap, egress_socket)
+
+
+def _file_tool(tool: Callable[[dict[str, Any], int, Checked | None], bytes]) -> Handler:
+    def handler(args: dict[str, Any], cap: int, egress_socket: str | None,
+                checked: Checked | None) -> bytes:
+        return tool(args, cap, checked)
+
+    handler.__name__ = tool.__name__
+    return handler
+
+
+HANDLERS: dict[str, Handler] = {
+    handler.__name__: handler
+    for handler in (_file_tool(read_file), _file_tool(list_dir), _file_tool(write_file),
+                    http_fetch)
+}
+"""Tool name -> what runs it: each function bears its tool's name."""
+TOOLS = tuple(HANDLERS)
+
+
 def run(tool: str, raw_request: bytes) -> bytes:
     """The answer (encoded) to one request; never raises a ToolError."""
     cap = DEFAULT_OUTPUT_MAX_BYTES
@@ -54,18 +90,10 @@ def run(tool: str, raw_request: bytes) -> bytes:
         if checked is not None:
             # Before anything is read or written: the mount is what brokerd checked.
             checked.verify_root()
-        if tool == "read_file":
-            return read_file(args, cap, checked)
-        if tool == "list_dir":
-            return list_dir(args, cap, checked)
-        if tool == "write_file":
-            return write_file(args, cap, checked)
-        if tool == "http_fetch":
-            # Imported here: ssl and h11 cost start-up time the file tools do not need.
-            from ._fetch import http_fetch
-
-            return http_fetch(args, cap, egress_socket)
-        raise ToolError("unknown_tool", "no such tool")
+        handler = HANDLERS.get(tool)
+        if handler is None:
+            raise ToolError("unknown_tool", "no such tool")
+        return handler(args, cap, egress_socket, checked)
     except ToolError as exc:
         answer = encode_answer(error(exc.code, exc.message))
         if len(answer) > cap:

@@ -16,6 +16,7 @@ import trio
 import trio.testing
 
 from boxmaker.brokerd.runner._queue import RunnerBusy, RunQueue
+from boxmaker.brokerd.runner._runtimes import Runtimes
 from boxmaker.brokerd.runner._spec import RunOutcome, RunSpec
 from tests.brokerd.test_serve import Home, ask, connect, echo_call, started
 
@@ -24,6 +25,7 @@ class HeldRuntime:
     """Runs `echo` once the test opens the gate; counts calls running at once."""
 
     kind = "echo"
+    serves = frozenset({"test"})
     ok = True
     reason = None
 
@@ -62,7 +64,7 @@ async def test_32_calls_against_4_slots(home: Home) -> None:
     async with trio.open_nursery() as nursery:
         handle = await started(nursery, home)
         runtime = HeldRuntime()
-        handle.daemon.runtime = runtime
+        handle.daemon.runtimes = Runtimes(runtime)
         answers: dict[int, list[dict[str, Any]]] = {}
 
         async def one(rid: int) -> None:
@@ -90,7 +92,7 @@ async def test_a_queued_call_whose_requester_left_never_runs(home: Home) -> None
     async with trio.open_nursery() as nursery:
         handle = await started(nursery, home)
         runtime = HeldRuntime()
-        handle.daemon.runtime = runtime
+        handle.daemon.runtimes = Runtimes(runtime)
         for rid in range(1, 5):
             nursery.start_soon(ask, home.broker, echo_call(rid, session=f"s{rid}"))
         await trio.testing.wait_all_tasks_blocked()
@@ -118,7 +120,7 @@ async def test_a_call_waits_at_most_queue_timeout_ms(
         async with trio.open_nursery() as nursery:
             handle = await started(nursery, home)
             runtime = HeldRuntime()
-            handle.daemon.runtime = runtime
+            handle.daemon.runtimes = Runtimes(runtime)
             nursery.start_soon(ask, home.broker, echo_call(1))
             await trio.testing.wait_all_tasks_blocked()
             before = trio.current_time()

@@ -58,7 +58,7 @@ async def test_an_echo_home_gives_a_daemon_with_its_grants_and_runtime(
     async with prepared(config) as ready:
         assert ready.grants.ok and ready.grants.report.count == 1
         daemon = ready.daemon
-        assert daemon.runtime.kind == "echo" and daemon.runtime.ok
+        assert daemon.runtimes.kind == "echo" and daemon.runtimes.ok
         assert daemon.config == config
         assert FSYNC_OFF_WARNING not in daemon.warnings
         assert (SINGLE_UID_WARNING in daemon.warnings) == config.single_uid

@@ -44,12 +44,12 @@ from boxmaker.loopd._config import resolve as resolve_loopd
 from boxmaker.loopd._conversations import Message
 from boxmaker.policy import _grants
 from boxmaker.proto import DecodeError, FrameDecoder, FrameError, decode, encode, encode_frame
-from boxmaker.proto._args import TOOLS, ArgsError, parse_args
 from boxmaker.proto._json import loads_object
 from boxmaker.proto.audit._audit import encode_record, event_key, parse_record
 from boxmaker.proto.audit._audit_scan import check_record_line
 from boxmaker.proto.audit._chain_report import report_json
 from boxmaker.proto.audit._verify import ChainVerifier
+from boxmaker.proto.tools import CATALOGUE, ArgsError, parse_args
 from boxmaker.proto.wire._wire_admin import (
     decode_admin_answer,
     decode_admin_request,
@@ -391,7 +391,7 @@ def tool_args(data: bytes) -> None:
     except DecodeError:
         return
     tool, args = document.get("tool"), document.get("args")
-    if tool not in TOOLS or not isinstance(args, dict):
+    if tool not in CATALOGUE or not isinstance(args, dict):
         return
     try:
         parsed = parse_args(tool, args)

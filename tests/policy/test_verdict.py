@@ -28,9 +28,9 @@ from boxmaker.policy._grants import parse_grant_texts
 from boxmaker.policy._model import GrantSet
 from boxmaker.policy._replay import Change, Redecided, Redecider, ReplayTally
 from boxmaker.policy._verdict import fast_target, parse_call_args
-from boxmaker.proto._args import FILE_TOOLS, TOOLS, ArgsError, parse_args
 from boxmaker.proto._taint import LABELS, Taint
 from boxmaker.proto.audit._history import HistoryCall
+from boxmaker.proto.tools import CATALOGUE, ArgsError, parse_args
 
 # Grant paths in a few levels, so that a request is covered at several depths, and
 # more lengths than a request has components (both ways of cutting a path).
@@ -86,7 +86,7 @@ def argument_objects(draw: st.DrawFn, tool: str) -> Any:
     return args
 
 
-tools = st.sampled_from(TOOLS)
+tools = st.sampled_from(CATALOGUE.names)
 
 
 @settings(max_examples=1500, deadline=None)
@@ -110,7 +110,7 @@ def test_the_short_way_of_d2_equals_parse_args(data: st.DataObject, tool: str) -
 
 @st.composite
 def grant_tables(draw: st.DrawFn, grant_id: str) -> str:
-    tool = draw(st.sampled_from(TOOLS))
+    tool = draw(st.sampled_from(CATALOGUE.names))
     mode = draw(st.sampled_from(MODES))
     lines = [f'id = "{grant_id}"', f'tool = "{tool}"', f'mode = "{mode}"']
     if tool in ("read_file", "list_dir", "write_file"):
@@ -178,7 +178,7 @@ def test_redecider_says_what_decide_says(data: st.DataObject, text: str, memo_si
             assert now == Redecided(outcome_word(expected), expected.grant, expected.label,
                                     expected.untrusted, expected.matched), (tool, args, taint)
             assert len(state.covering) <= memo_size
-            if tool in FILE_TOOLS and fast_target(tool, args) is not None:
+            if tool in CATALOGUE.path_tools and fast_target(tool, args) is not None:
                 assert matched_entries(tool, args["path"], state) == naive_entries(
                     tool, args["path"], state)
 

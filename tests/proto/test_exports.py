@@ -34,7 +34,7 @@ def test_the_policy_package_re_exports_nothing() -> None:
 def test_proto_and_policy_never_import_trio() -> None:
     code = ("import sys; import boxmaker.proto, boxmaker.proto.wire._wire_broker, "
             "boxmaker.proto.wire._wire_admin, boxmaker.proto.wire._wire_loop, "
-            "boxmaker.proto.audit._audit, boxmaker.proto.audit._verify, boxmaker.proto._args, "
+            "boxmaker.proto.audit._audit, boxmaker.proto.audit._verify, boxmaker.proto.tools, "
             "boxmaker.policy._decide, "
             "boxmaker.policy._load, boxmaker.policy._explain; print('trio' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

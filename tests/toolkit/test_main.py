@@ -90,3 +90,12 @@ def test_an_error_answer_stays_within_the_output_limit(tmp_path: Path) -> None:
     assert len(full) > 64 and _error(full)["message"]
     answer = run("read_file", json.dumps(request).encode())
     assert _error(answer) == {"code": "not_found", "message": ""}
+
+
+def test_the_toolkit_runs_the_catalogues_container_tools() -> None:
+    """The toolkit cannot import the catalogue (the tools image holds only the
+    toolkit): its tools are held to the catalogue's `files` and `fetch` tools here."""
+    from boxmaker.proto.tools import CATALOGUE
+
+    expected = [t.name for t in CATALOGUE if t.runs_on in ("files", "fetch")]
+    assert list(TOOLS) == expected

@@ -36,6 +36,7 @@ from typing import Any
 import attrs
 
 from ..._protected import ProtectedSet, Root
+from ...proto.tools import CATALOGUE
 from ._host_walk import (
     SYMLINK_MESSAGE,
     HostWalker,
@@ -88,6 +89,8 @@ class Mount:
     source: str
     destination: str
     read_only: bool
+    noexec: bool = True
+    """False only for run_command's grant entries (a test suite runs its tree's scripts)."""
 
     def argument(self) -> str:
         """The value of podman's ``--mount`` for this mount."""
@@ -101,8 +104,9 @@ class Mount:
             "bind-nonrecursive=true",
             "nosuid",
             "nodev",
-            "noexec",
         ]
+        if self.noexec:
+            parts.append("noexec")
         return ",".join(parts)
 
 
@@ -149,6 +153,12 @@ def _no_comma(text: str, what: str) -> None:
         raise UnsafeTarget(f"{what} holds a comma or a quote, which podman cannot mount")
 
 
+def _writes(tool: str) -> bool:
+    """The tool writes where its path is (its catalogue entry): a read-write mount."""
+    entry = CATALOGUE.get(tool)
+    return entry is not None and entry.writes
+
+
 def plan_file_call(
     walker: HostWalker,
     *,
@@ -164,7 +174,7 @@ def plan_file_call(
         raise UnsafeTarget("the grant path is not an absolute path below /")
     if not _is_below(path, grant_path):
         raise UnsafeTarget("the requested path is not at or below the grant path")
-    writable = tool == "write_file"
+    writable = _writes(tool)
     if writable and any(_is_below(grant_path, d) for d in IMAGE_SYSTEM_DIRS):
         raise UnsafeTarget(
             "a write grant inside the tools image's system directories cannot be mounted"
@@ -199,7 +209,7 @@ def _plan(
     deny_paths: Sequence[str],
     masks: MaskSources,
 ) -> CallPlan:
-    writable = tool == "write_file"
+    writable = _writes(tool)
     grant_exists = not grant.rest
     if grant_exists:
         kind = grant.st.st_mode

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 import attrs
 import trio
@@ -21,6 +22,7 @@ import trio
 from ..._protected import ProtectedSet, protected_set
 from ..._sockets._sd import child_environment
 from ...proto._escape import escape_text
+from ...proto.tools import CATALOGUE, RunsOn
 from ._egress import (
     EgressProxy,
     ResolveError,
@@ -38,7 +40,6 @@ from ._podman_argv import (
     EGRESS_SOCKET_NAME,
     KILL_GRACE_S,
     STDERR_KEEP_BYTES,
-    TOOLS,
     UNAVAILABLE,
     PodmanSettings,
     build_argv,
@@ -107,6 +108,9 @@ class PodmanRuntime:
     answers runner_unavailable with the check's reason.
     """
 
+    serves: frozenset[RunsOn] = frozenset({"files", "fetch"})
+    """The toolkit's tools: the file tools and the fetch."""
+
     def __init__(
         self,
         settings: PodmanSettings,
@@ -139,7 +143,7 @@ class PodmanRuntime:
             reason=f"the podman runner has not been checked yet. {UNAVAILABLE}",
         )
 
-    kind = "podman"
+    kind: Literal["podman"] = "podman"
 
     @property
     def ok(self) -> bool:
@@ -228,14 +232,15 @@ class PodmanRuntime:
         if not self.check_result.ok:
             reason = self.check_result.reason
             return RunOutcome(status="runner_unavailable", output=None, message=reason)
-        if spec.tool not in TOOLS:
+        entry = CATALOGUE.get(spec.tool)
+        if entry is None or entry.runs_on not in self.serves:
             return RunOutcome(
                 status="runner_unavailable",
                 output=None,
                 message=f"the podman runner has no tool {_one_line(spec.tool)}. {UNAVAILABLE}",
             )
         try:
-            if spec.tool == "http_fetch":
+            if entry.runs_on == "fetch":
                 return await self._run_fetch(spec)
             plan = self._file_plan(spec)
         except UnsafeTarget as exc:

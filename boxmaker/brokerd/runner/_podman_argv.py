@@ -27,7 +27,6 @@ from ._mounts import Mount
 from ._spec import RunOutcome
 
 UNAVAILABLE = f"See {ERROR_RUNBOOKS['runner_unavailable']}"
-TOOLS = ("read_file", "list_dir", "write_file", "http_fetch")
 # Inside the container: where the per-call egress directory is mounted.
 EGRESS_MOUNT = "/run/boxmaker-egress"
 EGRESS_SOCKET_NAME = "socks"

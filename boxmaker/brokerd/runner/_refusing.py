@@ -5,13 +5,17 @@ It runs nothing: every allowed call ends `runner_unavailable`.
 
 from __future__ import annotations
 
+from typing import Literal
+
+from ...proto.tools import RunsOn
 from ._spec import RunOutcome, RunSpec
 
 REFUSING_REASON = "no runner is configured ([runner] kind = \"refusing\")"
 
 
 class RefusingRuntime:
-    kind = "refusing"
+    kind: Literal["refusing"] = "refusing"
+    serves: frozenset[RunsOn] = frozenset()
 
     def __init__(self, reason: str = REFUSING_REASON) -> None:
         self.reason = reason

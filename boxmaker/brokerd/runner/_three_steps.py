@@ -122,17 +122,23 @@ async def reap(process: trio.Process) -> None:
 
 @contextlib.asynccontextmanager
 async def prepared_container(
-    podman: str, create_argv: Sequence[str], name: str, mounts: Sequence[MountIdentity]
+    podman: str, create_argv: Sequence[str], name: str, mounts: Sequence[MountIdentity],
+    *, pidfile: str | None = None,
 ) -> AsyncIterator[None]:
     """Steps 1 and 2; the body runs step 3; the container is removed on the way out.
 
+    `pidfile`: the ``--pidfile`` the create argument list names (podman writes the
+    init process id there at init), read instead of asking ``podman inspect``.
     Raises PodmanCommandError when create or init fails, UnsafeTarget when a
     mount is not what was checked (nothing has run in either case).
     """
     try:
         await podman_command(create_argv)
         await podman_command([podman, "init", name])
-        raw = await podman_command([podman, "inspect", "--format", "{{.State.Pid}}", name])
+        if pidfile is not None:
+            raw = await trio.to_thread.run_sync(_read_pidfile, pidfile)
+        else:
+            raw = await podman_command([podman, "inspect", "--format", "{{.State.Pid}}", name])
         try:
             pid = int(raw.decode("ascii").strip())
         except ValueError as exc:
@@ -145,6 +151,20 @@ async def prepared_container(
         yield
     finally:
         await remove_container(podman, name)
+
+
+def _read_pidfile(path: str) -> bytes:
+    try:
+        with open(path, "rb") as file:
+            return file.read(32)
+    except OSError as exc:
+        raise PodmanCommandError(
+            f"podman wrote no pid file at init ({exc.strerror or exc})") from exc
+
+
+async def _drain(stream: trio.abc.ReceiveStream) -> None:
+    while await stream.receive_some(65536):
+        pass
 
 
 async def _read_counted(stream: trio.abc.ReceiveStream, keep: int,
@@ -196,8 +216,13 @@ async def run_captured(
                     out = got
                 else:
                     err = got
-                if got[2]:  # printing without end: stop it, do not wait for it
-                    await remove_container(podman, name)
+                if got[2]:
+                    # Printing without end: stop it, and read on meanwhile (podman's
+                    # attach blocked on a full pipe would hold the container, and
+                    # `podman rm` with it, until the timeout).
+                    async with trio.open_nursery() as inner:
+                        inner.start_soon(remove_container, podman, name)
+                        inner.start_soon(_drain, stream)
 
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(feed)

@@ -202,7 +202,11 @@ class Status:
     checkpoints: CheckpointsStatus
 
 
-GrantRule = Literal["G1", "G2", "G3", "G4", "G5", "G6", "G7", "G8", "G9"]
+GrantRule = Literal[
+    "G1", "G2", "G3", "G4", "G5", "G6", "G7", "G8", "G9",
+    "G17", "G18", "G19", "G20", "G21", "G22",
+]
+"""G17..G22: run_command's (12-tool-sources)."""
 
 
 @attrs.frozen(kw_only=True)

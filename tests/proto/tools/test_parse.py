@@ -1,4 +1,4 @@
-"""Tool arguments: strict structure, the one optional field, the grammars, the limits."""
+"""`parse_args`: strict structure, the one optional field, the grammars, the limits."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 
-from boxmaker.proto._args import (
+from boxmaker.proto._convert import structure, unstructure
+from boxmaker.proto.tools import (
+    CATALOGUE,
     MAX_WRITE_CONTENT_BYTES,
-    TOOLS,
     ArgsError,
     EchoArgs,
     HttpFetchArgs,
@@ -17,7 +18,6 @@ from boxmaker.proto._args import (
     WriteFileArgs,
     parse_args,
 )
-from boxmaker.proto._convert import structure, unstructure
 
 GOOD: list[tuple[str, dict[str, Any], object]] = [
     ("read_file", {"path": "/home/me/notes/todo.md"}, ReadFileArgs(path="/home/me/notes/todo.md")),
@@ -104,8 +104,8 @@ def test_content_limit_is_one_mebibyte_of_utf8() -> None:
 
 
 def test_every_tool_has_an_argument_class() -> None:
-    assert set(TOOLS) == {"read_file", "list_dir", "write_file", "http_fetch", "echo"}
-    for tool in TOOLS:
+    assert set(CATALOGUE.names) == {"read_file", "list_dir", "write_file", "http_fetch", "echo"}
+    for tool in CATALOGUE.names:
         with pytest.raises(ArgsError):
             parse_args(tool, {"no_such_field": True})
 
@@ -127,3 +127,23 @@ def test_method_is_the_only_optional_field() -> None:
             partial = {k: v for k, v in required.items() if k != field}
             with pytest.raises(ArgsError, match="required field"):
                 parse_args(tool, partial)
+
+
+def test_a_tools_own_parser_is_used_and_its_kinds_still_checked(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from boxmaker.proto.tools import Arg, Catalogue, Tool, _parse
+
+    def parse(args: Any) -> ReadFileArgs:
+        if set(args) != {"where"}:
+            raise ArgsError("arguments of peek: where only")
+        return ReadFileArgs(path=args["where"])
+
+    tool = Tool(name="peek", summary="s", args=(Arg(name="path", kind="path"),),
+                args_class=None, parser=parse, result=(), runs_on="files", approval="args",
+                entries="paths", reads=True, untrusted=False, description="d")
+    monkeypatch.setattr(_parse, "CATALOGUE", Catalogue((tool,)))
+    assert parse_args("peek", {"where": "/a"}).path == "/a"
+    with pytest.raises(ArgsError, match="where only"):
+        parse_args("peek", {"path": "/a"})
+    with pytest.raises(ArgsError, match="path grammar"):
+        parse_args("peek", {"where": "a/b"})
