@@ -63,6 +63,7 @@ from ..proto.audit import (
 )
 from ..proto.wire import DenialCode
 from ..proto.wire import ResultStatus as RanStatus
+from ._call_errors import CallFailed, CallNotRecorded, RunnerUnavailable, same_error
 
 
 class CallState(enum.Enum):
@@ -334,8 +335,7 @@ class AnswerDenied:
 
 @attrs.define(kw_only=True)
 class AnswerError:
-    code: Literal["audit_unavailable", "runner_unavailable"]
-    message: str
+    error: CallFailed = attrs.field(eq=attrs.cmp_using(eq=same_error))
 
 
 @attrs.define(kw_only=True)
@@ -547,7 +547,7 @@ class CallLifecycle:
                               output=output_digest(output) if ran else None)
         reply: Reply
         if status == "runner_unavailable":
-            reply = AnswerError(code="runner_unavailable", message=(
+            reply = AnswerError(error=RunnerUnavailable(
                 f"brokerd: {message or 'the runner is unavailable'}; nothing ran. "
                 f"See {condition('runner_unavailable')}"))
         elif status == "unsafe_target":
@@ -569,7 +569,7 @@ class CallLifecycle:
         return self._result(event.status, event.output, event.message, event.taint)
 
     def _audit_failed(self, event: AuditFailed) -> Step:
-        return Step(reply=AnswerError(code="audit_unavailable", message=event.message))
+        return Step(reply=AnswerError(error=CallNotRecorded(event.message)))
 
     def _ticket(self) -> Ticket:
         if self.ticket is None:  # pragma: no cover - the table allows this only from PENDING

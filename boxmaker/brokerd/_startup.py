@@ -21,7 +21,7 @@ import trio
 from .. import __version__
 from .._brokerd_config import BrokerdConfig, compute_protected
 from .._error_table import condition
-from .._errors import UnavailableError
+from .._errors import StartFailed
 from .._protected import ProtectedSet
 from ..policy._load import GrantsWatcher
 from ..policy._model import GrantState
@@ -33,6 +33,7 @@ from ._state import list_sessions, read_state, sync_state_files
 from .log._audit_link import AuditStartup
 from .log._checkpoints_link import open_checkpoints
 from .runner._echo import EchoRuntime
+from .runner._oci import OciRuntime
 from .runner._podman import PodmanRuntime
 from .runner._podman_argv import PodmanSettings
 from .runner._queue import RunQueue
@@ -48,10 +49,6 @@ SINGLE_UID_WARNING = (
 FSYNC_OFF_WARNING = (
     "[audit] fsync = false: records are not flushed to disk (tests and benchmarks only)"
 )
-
-
-class StartFailed(UnavailableError):
-    """brokerd cannot start (config, socket paths, directories); `#brokerd-start-failed`."""
 
 
 @attrs.frozen
@@ -71,7 +68,7 @@ def podman_settings(config: BrokerdConfig) -> PodmanSettings:
         image=table.image, podman=table.podman, oci_runtime=table.oci_runtime,
         memory=table.memory, pids=table.pids, cpus=table.cpus,
         timeout_ms=table.timeout_ms, output_max_bytes=table.output_max_bytes,
-        nofile=table.nofile, nproc=table.nproc,
+        nofile=table.nofile, nproc=table.nproc, launcher=table.launcher,
     )
 
 
@@ -84,7 +81,6 @@ def runner_settings_problem(config: BrokerdConfig) -> str | None:
     except ValueError as exc:
         return str(exc)
     return None
-
 
 
 async def make_runtime(config: BrokerdConfig,
@@ -108,10 +104,11 @@ async def _configured_runtime(config: BrokerdConfig,
         try:
             settings = podman_settings(config)
         except ValueError as exc:
-            raise StartFailed(f"the [runner] settings are not valid: {exc}") from exc
+            raise StartFailed("brokerd", f"the [runner] settings are not valid: {exc}") from exc
         if protected is None:
             protected = await trio.to_thread.run_sync(compute_protected, config)
-        runtime = PodmanRuntime(settings, config.home, protected=protected)
+        runtime = (OciRuntime if settings.launcher == "oci" else PodmanRuntime)(
+            settings, config.home, protected=protected)
         await runtime.start()
         return runtime
     return RefusingRuntime()
@@ -182,7 +179,7 @@ async def prepare_daemon(config: BrokerdConfig, startup: AuditStartup, *,
     _warn_about_grants(config, grants)
     problem = runner_settings_problem(config)
     if problem is not None:  # before `podman info`: a bad setting fails at once
-        raise StartFailed(f"the [runner] settings are not valid: {problem}")
+        raise StartFailed("brokerd", f"the [runner] settings are not valid: {problem}")
     protected = await trio.to_thread.run_sync(compute_protected, config)
     if protected.missing or protected.unknown:
         log.warning("protected roots missing or unknown: %s; no file tool runs. "
