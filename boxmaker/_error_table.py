@@ -134,6 +134,8 @@ CLASS_ENTRIES: Final[Mapping[str, Entry]] = {
         Entry(None, "docs/runbook.md#checkpoint-key-missing"),
     "boxmaker.brokerd.runner._podman_check.PodmanCommandError":
         Entry("runner_unavailable", "docs/runbook.md#runner-unavailable"),
+    "boxmaker.brokerd.runner._refusing.CommandsUnconfigured":
+        Entry("runner_unavailable", "docs/runbook.md#commands-unconfigured"),
     "boxmaker._sockets._unix.ListenerLost": Entry(None, "docs/runbook.md#brokerd-listener-lost"),
     # loopd
     "boxmaker._http._errors.InferenceError":

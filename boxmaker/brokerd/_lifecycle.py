@@ -293,6 +293,7 @@ class Settled:
     message: str | None
     taint: Taint
     """The session's taint as it is now (a call that ran raises it)."""
+    runbook: str | None = None  # a runner_unavailable's pointer when not the code's own
     kind: ClassVar[str] = "settled"
 
 
@@ -336,6 +337,7 @@ class AnswerDenied:
 class AnswerError:
     code: Literal["audit_unavailable", "runner_unavailable"]
     message: str
+    runbook: str | None = None  # the pointer when not the code's own (`error_answer`)
 
 
 @attrs.define(kw_only=True)
@@ -537,7 +539,7 @@ class CallLifecycle:
         return Step()
 
     def _result(self, status: ResultStatus, output: dict[str, Any] | None, message: str | None,
-                taint: Taint) -> Step:
+                taint: Taint, runbook: str | None = None) -> Step:
         allow = self.allow
         label, untrusted = allow.label, allow.untrusted
         ran = status in RAN
@@ -549,7 +551,7 @@ class CallLifecycle:
         if status == "runner_unavailable":
             reply = AnswerError(code="runner_unavailable", message=(
                 f"brokerd: {message or 'the runner is unavailable'}; nothing ran. "
-                f"See {condition('runner_unavailable')}"))
+                f"See {runbook or condition('runner_unavailable')}"), runbook=runbook)
         elif status == "unsafe_target":
             reply = AnswerDenied(code="unsafe_target", reason=message or "unsafe target",
                                  grant=allow.grant)
@@ -566,7 +568,8 @@ class CallLifecycle:
         return self._result("runner_unavailable", None, event.reason, event.taint)
 
     def _settled(self, event: Settled) -> Step:
-        return self._result(event.status, event.output, event.message, event.taint)
+        return self._result(event.status, event.output, event.message, event.taint,
+                            event.runbook)
 
     def _audit_failed(self, event: AuditFailed) -> Step:
         return Step(reply=AnswerError(code="audit_unavailable", message=event.message))

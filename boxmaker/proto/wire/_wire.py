@@ -150,9 +150,10 @@ class Ok:
     """``{"ok": {}}``."""
 
 
-def error_answer(code: ErrorCode, message: str) -> ErrorAnswer:
-    """An error answer with the runbook pointer of the error table."""
-    return ErrorAnswer(code=code, message=message, runbook=ERROR_RUNBOOKS[code])
+def error_answer(code: ErrorCode, message: str, runbook: str | None = None) -> ErrorAnswer:
+    """An error answer with the runbook pointer of the error table (or `runbook`, a
+    second pointer of that code given by its own class: #commands-unconfigured)."""
+    return ErrorAnswer(code=code, message=message, runbook=runbook or ERROR_RUNBOOKS[code])
 
 
 def error_frame(id: int | None, code: ErrorCode, message: str, runbook: str | None) -> bytes:
