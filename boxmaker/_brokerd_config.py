@@ -92,6 +92,9 @@ class RunnerTable:
     podman: str = "/usr/bin/podman"
     image: str | None = None
     oci_runtime: str | None = None
+    launcher: Literal["podman", "oci"] = "podman"
+    """How each call's container starts: ``podman run --rm`` or the OCI runtime on a
+    bundle brokerd writes (issue 23; rootful podman only)."""
     memory: str = "256m"
     pids: int = 64
     cpus: float = 1.0

@@ -9,6 +9,15 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from hypothesis import HealthCheck, settings
+
+# Wall-clock checks are not tests of this code (no timed tests, the developers'
+# guide): on a busy 2-core machine hypothesis's own `too_slow` health check and
+# per-example deadline fail property tests that pass.  Speed is measured by
+# scripts/bench/ instead.
+settings.register_profile("boxmaker", deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("boxmaker")
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"

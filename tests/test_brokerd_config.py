@@ -91,6 +91,8 @@ fsync = false
     "[runner]\nkind = 'docker'\n",
     "[runner]\nkind = 'podman'\nimage = 'tools:latest'\n",
     "[runner]\npids = 0\n",
+    "[runner]\nlauncher = 'crun'\n",
+    "[runner]\nlauncher = 1\n",
     "[runner]\ncpus = 0\n",
     "[audit]\nfsync = 1\n",
     "[audit]\nfsync = true\nmore = 1\n",
@@ -123,3 +125,11 @@ def test_non_utf8_path_works(tmp_path: Path) -> None:
     odd.mkdir()
     (odd / "brokerd.toml").write_text("[approvals]\nttl_ms = 7\n")
     assert load_config(odd / "brokerd.toml").ttl_ms == 7
+
+
+def test_the_launcher_is_podman_unless_oci_is_asked_for() -> None:
+    """issue 23: `[runner] launcher` picks how each call's container starts."""
+    default = parse('home = "/var/lib/b"\n[runner]\nkind = "podman"\n')
+    assert default.runner.launcher == "podman"  # type: ignore[attr-defined]
+    oci = parse('home = "/var/lib/b"\n[runner]\nkind = "podman"\nlauncher = "oci"\n')
+    assert oci.runner.launcher == "oci"  # type: ignore[attr-defined]

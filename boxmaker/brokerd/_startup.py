@@ -33,6 +33,7 @@ from ._state import list_sessions, read_state, sync_state_files
 from .log._audit_link import AuditStartup
 from .log._checkpoints_link import open_checkpoints
 from .runner._echo import EchoRuntime
+from .runner._oci import OciRuntime
 from .runner._podman import PodmanRuntime
 from .runner._podman_argv import PodmanSettings
 from .runner._queue import RunQueue
@@ -71,7 +72,7 @@ def podman_settings(config: BrokerdConfig) -> PodmanSettings:
         image=table.image, podman=table.podman, oci_runtime=table.oci_runtime,
         memory=table.memory, pids=table.pids, cpus=table.cpus,
         timeout_ms=table.timeout_ms, output_max_bytes=table.output_max_bytes,
-        nofile=table.nofile, nproc=table.nproc,
+        nofile=table.nofile, nproc=table.nproc, launcher=table.launcher,
     )
 
 
@@ -119,7 +120,8 @@ async def _configured_runtime(config: BrokerdConfig,
             raise StartFailed(f"the [runner] settings are not valid: {exc}") from exc
         if protected is None:
             protected = await trio.to_thread.run_sync(compute_protected, config)
-        runtime = PodmanRuntime(settings, config.home, protected=protected)
+        runtime = (OciRuntime if settings.launcher == "oci" else PodmanRuntime)(
+            settings, config.home, protected=protected)
         await runtime.start()
         return runtime
     return RefusingRuntime()

@@ -15,12 +15,10 @@ from typing import Any, NoReturn
 import click
 
 from .._error_table import condition
-from .._session_state import read_state
 from ..proto._convert import U64, U64_MAX, unstructure
 from ..proto._escape import escape_line
 from ..proto._json import dumps, dumps_terminal
 from ..proto._taint import LABELS, Label, Taint
-from ..proto.tools import CATALOGUE, ArgsError, command_block_rows, parse_run_command_args
 from ..proto.wire import (
     AdminAnswer,
     AdminRequestBody,
@@ -138,6 +136,8 @@ def render_approval(approval: Approval, now: dt.datetime | None = None,
         *wrap_own([(f"  session  {approval.session} · label {approval.state.label} "
                     f"· {trust}", False)], width, _FIELD_HEAD),
     ]
+    from ..proto.tools import CATALOGUE  # the catalogue: when an approval is shown
+
     entry = CATALOGUE.get(approval.tool)
     block = _BLOCKS.get(entry.approval if entry is not None else "args", _arg_rows)
     return lines + block(approval, width, value_indent)
@@ -162,6 +162,11 @@ def _command_rows(approval: Approval, width: int, value_indent: str) -> list[str
     the winning grant's `paths`, which the approval does not carry: the block names the
     grant whose paths they are.  Arguments that are not a valid run_command call (never
     asked by brokerd) are shown as `args`."""
+    from ..proto.tools import (  # the catalogue: when an approval is shown
+        ArgsError,
+        command_block_rows,
+        parse_run_command_args,
+    )
     try:
         parsed = parse_run_command_args(approval.args)
     except ArgsError:
@@ -299,6 +304,8 @@ def _show_offline(app: App, name: str, as_json: bool, why: DaemonUnreachable) ->
     click.echo(f"bxctl: {why.format_message()}", err=True)
     click.echo("bxctl: brokerd is not running: showing the state file, a cache of the "
                "audit log (`brokerd rebuild-state` recomputes it)", err=True)
+    from .._session_state import read_state  # only without brokerd
+
     state = read_state(app.config.state / "sessions", name, head_seq=U64_MAX)
     if state is None:
         _fail(f"no state file for session {name}")

@@ -24,8 +24,6 @@ import click
 import trio
 
 from .._error_table import ERROR_RUNBOOKS
-from ..policy._load import GrantsMissing, load_grants
-from ..policy._model import GrantSet
 from ..proto._json import dumps_terminal
 from ..proto.wire import (
     Approval,
@@ -49,9 +47,7 @@ from ..proto.wire import (
 )
 from . import _chat_render as render
 from ._admin_client import DaemonUnreachable, request_async
-from ._admin_cmd import render_approval
 from ._app import App, pass_app, text_arg
-from ._chat_banner import HELP, banner_parts, grants_summary
 from ._config import BxctlConfig
 from ._loop_client import LoopConnection, Undecodable, open_request
 from ._screen import ModelText, terminal_width, wrap_own
@@ -266,6 +262,8 @@ class ChatSession:
                 return
             if approval is None:
                 return
+            from ._admin_cmd import render_approval  # only when a call waits for approval
+
             block = render_approval(approval, width=terminal_width())
             self.show("\n".join(block) + "\n")
             if self.reader is None:
@@ -303,6 +301,8 @@ class ChatSession:
             self.show(f"{done_word} {approval_id}\n")
 
     async def banner(self) -> None:
+        from ._chat_banner import banner_parts  # the interactive chat's: --say has no banner
+
         self.write("\n".join(wrap_own([(f"boxmaker chat · conversation {self.conversation} · "
                                          "Ctrl-D leaves, Ctrl-C cancels a turn", False)],
                                        terminal_width())) + "\n")
@@ -337,6 +337,8 @@ class ChatSession:
                     if not text.strip():
                         continue
                     if text.strip() == "/help":
+                        from ._chat_banner import HELP
+
                         self.write(HELP)
                         continue
                     try:
@@ -370,6 +372,10 @@ async def _loop_status(config: BxctlConfig) -> LoopStatus | None:
 
 def _grants_line(directory: Path) -> str | None:
     """The grants summed up, None when they cannot be read here (another uid's)."""
+    from ..policy._load import GrantsMissing, load_grants
+    from ..policy._model import GrantSet
+    from ._chat_banner import grants_summary
+
     try:
         state = load_grants(directory)
     except (GrantsMissing, OSError):

@@ -16,12 +16,12 @@ escape such as ``\\u{001B}`` is kept whole on one row.
 from __future__ import annotations
 
 import functools
+import os
 import re
-import shutil
+import sys
 import unicodedata
 from collections.abc import Sequence
-
-import wcwidth
+from typing import Final
 
 from ..proto._escape import escape_text, trailing_marks
 
@@ -39,12 +39,28 @@ _PIECE = re.compile(r"[\x20-\x5b\x5d-\x7e]+|[^\x20-\x7e]+|\\u\{[0-9A-F]{4,6}\}|\
 """Runs of printable ASCII but the backslash (one column each), runs of other
 code points (measured one by one), and whole escapes."""
 
+OWN_WIDTHS: Final = {"\u00b7": 2, "\u2026": 2, "\u2502": 2}
+"""The widths of the non-ASCII characters of boxmaker's own rows (the separator
+U+00B7, the ellipsis U+2026 and the gutter's U+2502, all East Asian ambiguous),
+as `char_width` measures them with wcwidth
+(tests/bxctl/test_screen.py holds them equal): a row of boxmaker's own words
+is measured without importing wcwidth, which costs a command that prints
+none of the model's text a sixth of its start-up."""
+
 
 @functools.lru_cache(maxsize=8192)
 def char_width(ch: str) -> int:
     """Columns one code point takes, never underestimated: ambiguous 2, at least 1,
     and 2 for East Asian wide ones that wcwidth calls zero-width (U+302E: the C
-    library, and so the terminal, gives it 2)."""
+    library, and so the terminal, gives it 2).  Every ASCII code point is 1 (wcwidth
+    says 1, 0 or -1 for them, none East Asian wide)."""
+    if ch < "\x80":
+        return 1
+    known = OWN_WIDTHS.get(ch)
+    if known is not None:
+        return known
+    import wcwidth  # imported when non-ASCII text is first measured
+
     if unicodedata.east_asian_width(ch) in ("W", "F"):
         return max(2, wcwidth.wcwidth(ch, ambiguous_width=2))
     return max(1, wcwidth.wcwidth(ch, ambiguous_width=2))
@@ -55,8 +71,19 @@ def text_width(text: str) -> int:
 
 
 def terminal_width() -> int:
-    """The terminal's width (COLUMNS first, as `shutil` does; 80 when unknown)."""
-    columns = shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns
+    """The terminal's width (COLUMNS first, as `shutil.get_terminal_size` does, whose
+    steps for the width these are: shutil and the compressors it imports are not
+    loaded for it; 80 when unknown)."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = DEFAULT_WIDTH
+        columns = columns or DEFAULT_WIDTH
     return max(MIN_WIDTH, columns if columns > 0 else DEFAULT_WIDTH)
 
 

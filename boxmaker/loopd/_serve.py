@@ -152,6 +152,23 @@ class LoopDaemon:
                      escape_line(shown(exc.message, exc, joiner=" ")))
         self.slot_owner = conversation
 
+    async def _slot_for(self, conversation: str) -> None:
+        """Before a turn of `conversation`, whose KV cache is not in our slot.
+
+        A conversation with history has its slot restored.  A new one has no
+        slot file, and a failed restore empties the slot (llama-server clears it
+        on every failure), so the slot is left as it is: it holds another
+        conversation, which begins with the same system message and tools, and
+        `cache_prompt` re-uses that common prefix; the new conversation pays
+        only for its own tokens.
+        """
+        if self.store.path_of(conversation).exists():
+            await self._restore_slot(conversation)
+            return
+        log.info("conversation %s is new: slot %d kept for the shared prefix (%s)", conversation,
+                 self.config.inference.slot, self.slot_owner or "nothing restored yet")
+        self.slot_owner = conversation
+
     async def _save_slot(self, conversation: str) -> None:
         try:
             await self.llama.save_slot(self.config.inference.slot, slot_file(conversation))
@@ -302,7 +319,7 @@ class LoopDaemon:
         except InferenceError as exc:
             return error_answer("inference_unavailable", exc.message)
         if self.slot_owner != say.conversation:
-            await self._restore_slot(say.conversation)
+            await self._slot_for(say.conversation)
         try:
             done = await turn.run(say.conversation, say.text)
         except CoreUnreadable as exc:

@@ -33,6 +33,7 @@ from ..proto._grammar import host_problem, path_problem, port_problem
 from ..proto._json import type_word
 from ..proto._taint import LABELS, Label
 from ..proto.tools import CATALOGUE, Tool
+from . import _grant_toml as grant_toml
 from ._command_grants import (
     COMMAND_DENY_FIELDS,
     COMMAND_FIELDS,
@@ -373,6 +374,10 @@ def _check_file(item: GrantFile) -> tuple[list[Grant], list[GrantProblem], list[
         text = item.content.decode("utf-8")
     except UnicodeDecodeError as exc:
         return whole(f"the file is not UTF-8 (byte {exc.start})")
+    try:  # the plain shape, table by table (issue 23); any other shape: tomllib
+        return _check_tables(item, grant_toml.plain_tables(text), problems)
+    except grant_toml.NotPlain:
+        problems.clear()  # what the plain reader gave so far is dropped
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -402,6 +407,12 @@ def _check_file(item: GrantFile) -> tuple[list[Grant], list[GrantProblem], list[
             )
         )
         return [], problems, []
+    return _check_tables(item, tables, problems)
+
+
+def _check_tables(item: GrantFile, tables: Iterable[Any], problems: list[GrantProblem]
+                  ) -> tuple[list[Grant], list[GrantProblem], list[tuple[int, str]]]:
+    """G1..G9 for each `[[grant]]` table of a file, appending to `problems`."""
     grants: list[Grant] = []
     ids: list[tuple[int, str]] = []
     for index, table in enumerate(tables):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import attrs
 
@@ -108,11 +108,20 @@ def _index_by_tool(grants: tuple[Grant, ...]) -> dict[str, tuple[Grant, ...]]:
 
 
 def _index_paths(grants: tuple[Grant, ...]) -> dict[tuple[str, str], tuple[tuple[Grant, str], ...]]:
-    index: dict[tuple[str, str], list[tuple[Grant, str]]] = {}
+    # one dict, its lists made tuples in place: with 100,000 grants a second dict and
+    # every list alive beside it would leave megabytes of holes in the heap (issue 23)
+    index: dict[tuple[str, str], Any] = {}
     for grant in grants:
         for path in grant.paths:
-            index.setdefault((grant.tool, path), []).append((grant, path))
-    return {key: tuple(items) for key, items in index.items()}
+            key = (grant.tool, path)
+            items = index.get(key)
+            if items is None:
+                index[key] = [(grant, path)]
+            else:
+                items.append((grant, path))
+    for entry, items in index.items():
+        index[entry] = tuple(items)
+    return index
 
 
 def _path_lengths(grants: tuple[Grant, ...]) -> dict[str, tuple[int, ...]]:

@@ -329,11 +329,14 @@ def register_unstructure_hook(tp: Any, hook: Callable[[Any], Any]) -> None:
 
 def omit_when_none(cls: type[Any], name: str) -> None:
     """Write `cls` without the key `name` when its value is None: an optional field newer
-    than the format, so that a value without it is written exactly as before."""
-    inner = make_dict_unstructure_fn(cls, _fast)
+    than the format, so that a value without it is written exactly as before.  The
+    inner function is made when the first value is written, not at import."""
+    made: list[Callable[[Any], dict[str, Any]]] = []
 
     def unstructure(value: Any) -> dict[str, Any]:
-        payload: dict[str, Any] = inner(value)
+        if not made:
+            made.append(make_dict_unstructure_fn(cls, _fast))
+        payload: dict[str, Any] = made[0](value)
         if payload.get(name, 0) is None:
             del payload[name]
         return payload

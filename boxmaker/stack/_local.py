@@ -42,6 +42,11 @@ def template_path(name: str, root: Path) -> Path:
     return packaged if packaged.is_file() else root / "templates" / name
 
 CONTEXT = 8192
+CACHE_FLAGS = ("--cache-ram", "0")
+"""No copies of replaced prompts in RAM (8 GiB by default in this llama.cpp): loopd
+keeps each conversation's slot in a file and restores it, and a new conversation
+re-uses the shared prefix from the slot itself (issue 27), so the copies would only
+grow llama-server's RSS."""
 SLOTS = 2
 N_CTX_PER_SLOT = CONTEXT // SLOTS
 
@@ -74,7 +79,7 @@ class LocalModel:
         return [str(self.server), "-m", str(self.model), "--host", "127.0.0.1",
                 "--port", str(port), "-c", str(CONTEXT), "-np", str(SLOTS), "-t", str(threads),
                 "--jinja", "--chat-template-file", str(self.template), *self.spec.server_flags,
-                "--slots", "--slot-save-path", str(slot_dir)]
+                "--slots", "--slot-save-path", str(slot_dir), *CACHE_FLAGS]
 
 
 def build_script() -> Path | None:

@@ -27,7 +27,8 @@ FENCED_TEMPLATE = "qwen2.5-fenced-tool-call.jinja"
 """boxmaker's own template (boxmaker/stack/templates/): the Qwen 2.5 template with each
 tool call written as a fenced ```tool_call block, the form the Coder models write
 (issue 27); llama-server derives its tool-call parser and grammar from it."""
-TEMPLATES = (FENCED_TEMPLATE, "qwen2.5-fenced-json.jinja", TEMPLATE_NAME)
+TEMPLATES = (FENCED_TEMPLATE, "qwen2.5-fenced-json.jinja", "qwen2.5-fenced-tool-call-shown.jinja",
+             TEMPLATE_NAME)
 """Every template a model may name: the packaged ones, then the sdist's."""
 
 _KEY = re.compile(r"[a-z0-9][a-z0-9.-]{0,63}")

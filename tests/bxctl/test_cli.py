@@ -56,6 +56,21 @@ def test_status_loads_neither_trio_nor_the_chat() -> None:
     assert "boxmaker.bxctl._admin_cmd" in loaded
     assert not [m for m in loaded if m.split(".")[0] in ("trio", "cryptography", "webauthn")
                 or m in QUIET[3:-1]]
+    # what status does not need, kept out of its start-up (issue 23 goal 2): the width
+    # table of the model's text, shutil's compressors, OpenSSL, the state files, the tool
+    # catalogue (an approval's rendering needs it)
+    assert not loaded & {"wcwidth", "shutil", "lzma", "hashlib", "boxmaker._session_state",
+                          "boxmaker.proto.tools"}
+
+
+def test_chat_say_loads_neither_the_grants_nor_the_admin_commands() -> None:
+    loaded = _modules_after(["--loop-socket", "/nonexistent/loop.sock", "chat", "--say", "hi"])
+    assert "boxmaker.bxctl._chat_cmd" in loaded
+    # the banner (grants, brokerd's status) is the interactive chat's; an approval's
+    # rendering is imported when a call waits for one
+    assert not [m for m in loaded if m.split(".")[0] == "webauthn" or m.startswith((
+        "boxmaker.policy", "boxmaker.bxctl._admin_cmd", "boxmaker.bxctl._chat_banner",
+        "boxmaker._session_state", "boxmaker.bxctl._replay"))]
 
 
 def test_the_version_and_the_help() -> None:

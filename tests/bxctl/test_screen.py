@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import wcwidth
 from hypothesis import given, settings
@@ -12,7 +13,9 @@ from boxmaker.bxctl._screen import (
     CONTINUATION,
     GUTTER,
     OWN_INDENT,
+    OWN_WIDTHS,
     ModelText,
+    char_width,
     cut,
     text_width,
     wrap_own,
@@ -108,3 +111,31 @@ def test_an_own_word_longer_than_a_row_is_cut_not_overflowing() -> None:
     rows = wrap_own([("conversation " + "c" * 60, False)], 30)
     assert all(text_width(r) <= 30 for r in rows), rows
     assert rows[0] == "conversation"
+
+
+def wcwidth_columns(ch: str) -> int:
+    """What char_width says with wcwidth asked (its rule, independently written)."""
+    import unicodedata
+
+    measured = wcwidth.wcwidth(ch, ambiguous_width=2)
+    if unicodedata.east_asian_width(ch) in ("W", "F"):
+        return max(2, measured)
+    return max(1, measured)
+
+
+def test_the_widths_known_without_wcwidth_are_what_wcwidth_says() -> None:
+    # char_width answers ASCII and boxmaker's own characters without importing wcwidth
+    # (issue 23 goal 2): each answer must be the one wcwidth gives
+    assert all(char_width(chr(n)) == wcwidth_columns(chr(n)) == 1 for n in range(128))
+    for ch, width in OWN_WIDTHS.items():
+        assert wcwidth_columns(ch) == width, hex(ord(ch))
+    own = set(GUTTER + CONTINUATION + OWN_INDENT) - {chr(n) for n in range(128)}
+    assert own <= set(OWN_WIDTHS)
+
+
+def test_every_non_ascii_character_of_bxctls_own_words_is_known_without_wcwidth() -> None:
+    # a character added to bxctl's own rows is measured here too, or the command that
+    # prints it loads wcwidth (and hmac, hashlib) at every start
+    sources = Path(__file__).resolve().parents[2] / "boxmaker" / "bxctl"
+    used = {ch for path in sources.glob("*.py") for ch in path.read_text() if ch >= "\x80"}
+    assert used <= set(OWN_WIDTHS), sorted(used - set(OWN_WIDTHS))

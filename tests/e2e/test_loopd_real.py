@@ -3,7 +3,8 @@
 A conversation continued after a loopd restart is answered from the restored
 slot: loopd restores the newest conversation's slot at start, and the first
 round of the next turn shows `timings.cache_n > 0` (loopd logs each round's
-timings).
+timings).  A new conversation after another re-uses the system message and tools
+already in the slot (issue 27).
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import attrs
 import pytest
 
 from tests.e2e.conftest import LlamaServer
@@ -59,7 +62,25 @@ class Loopd:
         self.process.wait(timeout=60)
 
 
-def test_restart_restores_the_slot(llama_server: LlamaServer, tmp_path: Path) -> None:
+@attrs.frozen
+class Stack:
+    brokerd_home: Home
+    brokerd: Any
+    root: Path
+    config: Path
+    bxctl_config: Path
+
+    def say(self, text: str, conversation: str = "restart") -> list[dict[str, object]]:
+        result = subprocess.run(
+            [str(BXCTL), "--config", str(self.bxctl_config), "chat", "--conversation",
+             conversation, "--say", text, "--json"], capture_output=True, text=True,
+            timeout=300, check=False)
+        frames = [json.loads(line) for line in result.stdout.splitlines()]
+        assert result.returncode == 0, (result.stdout, result.stderr)
+        return frames
+
+
+def _stack(llama_server: LlamaServer) -> Stack:
     brokerd_home = Home(runner="echo")
     brokerd = start(brokerd_home)
     root = brokerd_home.root
@@ -83,32 +104,52 @@ def test_restart_restores_the_slot(llama_server: LlamaServer, tmp_path: Path) ->
     bxctl_config = root / "bxctl.toml"
     bxctl_config.write_text(f'home = "{brokerd_home.home}"\nadmin_socket = '
                             f'"{brokerd_home.admin}"\nloop_socket = "{loop_sock}"\n')
+    return Stack(brokerd_home=brokerd_home, brokerd=brokerd, root=root, config=config,
+                 bxctl_config=bxctl_config)
 
-    def say(text: str) -> list[dict[str, object]]:
-        result = subprocess.run(
-            [str(BXCTL), "--config", str(bxctl_config), "chat", "--conversation", "restart",
-             "--say", text, "--json"], capture_output=True, text=True, timeout=300, check=False)
-        frames = [json.loads(line) for line in result.stdout.splitlines()]
-        assert result.returncode == 0, (result.stdout, result.stderr)
-        return frames
 
-    loopd = Loopd(root, config)
+def test_restart_restores_the_slot(llama_server: LlamaServer, tmp_path: Path) -> None:
+    stack = _stack(llama_server)
+    loopd = Loopd(stack.root, stack.config)
     try:
-        first = say("Name one colour of the sky.")
+        first = stack.say("Name one colour of the sky.")
         assert "done" in first[-1]
         loopd.stop()
         saved = list(llama_server.slot_dir.glob("boxmaker-restart.bin"))
         assert saved, "loopd did not save the slot after the turn"
-        loopd = Loopd(root, config)
+        loopd = Loopd(stack.root, stack.config)
         assert "slot 0 restored from boxmaker-restart.bin" in loopd.log()
-        second = say("And one colour of grass?")
+        second = stack.say("And one colour of grass?")
         assert "done" in second[-1]
     finally:
         loopd.stop()
-        brokerd.stop()
+        stack.brokerd.stop()
     after_restart = loopd.log().rsplit("slot 0 restored from boxmaker-restart.bin", 1)[1]
     rounds = ROUND.findall(after_restart)
     assert rounds, loopd.log()
     _finish, _prompt_n, cache_n = rounds[0]
     assert int(cache_n) > 0, (rounds, loopd.log())
-    brokerd_home.cleanup()
+    stack.brokerd_home.cleanup()
+
+
+def test_a_new_conversation_reuses_the_shared_prefix(llama_server: LlamaServer) -> None:
+    # The system message and the tools come first in every request: a new
+    # conversation after another evaluates only its own tokens.
+    stack = _stack(llama_server)
+    loopd = Loopd(stack.root, stack.config)
+    try:
+        assert "done" in stack.say("Name one colour of the sky.", "first")[-1]
+        assert "done" in stack.say("Name one colour of grass.", "second")[-1]
+    finally:
+        loopd.stop()
+        stack.brokerd.stop()
+    log = loopd.log()
+    assert "conversation second is new: slot 0 kept" in log, log
+    rounds = ROUND.findall(log.split("conversation second is new", 1)[1])
+    assert rounds, log
+    _finish, second_n, second_cached = rounds[0]
+    # The system message and the tool's schema (over 100 tokens with the
+    # template's header) came from the slot; only the new message was evaluated.
+    assert "slot restore for second failed" not in log, log
+    assert int(second_cached) > 100 and int(second_n) < 40, log
+    stack.brokerd_home.cleanup()

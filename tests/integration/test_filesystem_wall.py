@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
 from tests.fakes.brokerd import BrokerdProcess, Home, call_request, request, start
 from tests.fakes.podman import tools_image
@@ -26,6 +27,16 @@ from tests.fakes.podman import tools_image
 pytestmark = pytest.mark.podman
 
 ATTACKER = 12345
+LAUNCHER = ["podman"]
+"""`[runner] launcher` of every brokerd these tests start (the `launcher` fixture)."""
+
+
+@pytest.fixture(autouse=True, params=["podman", "oci"])
+def launcher(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every attack runs on both launchers (issue 23)."""
+    LAUNCHER[0] = request.param
+    yield request.param
+    LAUNCHER[0] = "podman"
 CONFIG_MARK = 'home = "'
 """The first bytes of brokerd.toml (tests/fakes/brokerd.Home): a leak shows them."""
 
@@ -44,7 +55,7 @@ def podman_home(grants: str, *, podman: str = "podman", timeout_ms: int = 30_000
     text = home.config.read_text().replace(
         'kind = "podman"\n',
         f'kind = "podman"\npodman = "{podman}"\nimage = "{tools_image()}"\noci_runtime = "runc"\n'
-        f"timeout_ms = {timeout_ms}\n",
+        f'timeout_ms = {timeout_ms}\nlauncher = "{LAUNCHER[0]}"\n',
     )
     home.config.write_text(text)
     return home
@@ -413,6 +424,7 @@ for top, dirs, files in os.walk(sys.argv[1]):
 
 def test_a_container_never_sees_brokerds_home_or_a_denied_directory(tmp_path: Path) -> None:
     from boxmaker._protected import protected_set
+    from boxmaker.brokerd.runner._oci import OciRuntime
     from boxmaker.brokerd.runner._podman import PodmanRuntime
     from boxmaker.brokerd.runner._podman_argv import PodmanSettings
     from boxmaker.brokerd.runner._spec import build_run_spec
@@ -424,32 +436,41 @@ def test_a_container_never_sees_brokerds_home_or_a_denied_directory(tmp_path: Pa
     (top / "private").mkdir()
     (top / "private" / "diary.txt").write_text("secret diary")
     (top / "visible.txt").write_text("hello")
-    settings = PodmanSettings(image=tools_image(), podman="podman", oci_runtime="runc")
-    runtime = PodmanRuntime(
+    settings = PodmanSettings(image=tools_image(), podman="podman", oci_runtime="runc",
+                              launcher=LAUNCHER[0])  # type: ignore[arg-type]
+    runtime = (OciRuntime if LAUNCHER[0] == "oci" else PodmanRuntime)(
         settings, top / "home", scratch_root=tmp_path / "scratch", trial_run=False,
         protected=protected_set([str(top / "home")], podman="podman"),
     )
-    runtime.scratch.reset()
-    try:
-        for tool, args in (
-            ("list_dir", {"path": str(top)}),
-            ("write_file", {"path": str(top / "new.txt"), "content": "x", "mode": "create"}),
-        ):
-            spec = build_run_spec(
-                call_id=7, session="s1", tool=tool, args=args,
-                grant="g", grant_entry=str(top), private_network=False, label="public",
-                untrusted=False, deny_paths=(str(top / "private"),),
-            )
-            plan = runtime._file_plan(spec)
-            argv = runtime.argv(name=f"boxmaker-i10-view-{tool}", mounts=list(plan.mounts),
-                                command=["python3", "-c", WALK_ALL, str(top)], rootless=False)
-            seen = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=120,
-                                  stdin=subprocess.DEVNULL).stdout.split()
-            assert sorted(seen) == sorted(
-                [str(top / "home"), str(top / "private"), str(top / "visible.txt")]
-            ), (tool, seen)
-    finally:
-        runtime.scratch.remove()
+
+    async def view(tool: str, args: dict[str, Any]) -> list[str]:
+        spec = build_run_spec(
+            call_id=7, session="s1", tool=tool, args=args,
+            grant="g", grant_entry=str(top), private_network=False, label="public",
+            untrusted=False, deny_paths=(str(top / "private"),),
+        )
+        plan = runtime._file_plan(spec)
+        with trio.fail_after(120):
+            done = await runtime._launch(f"boxmaker-i10-view-{tool}", list(plan.mounts),
+                                         ["python3", "-c", WALK_ALL, str(top)], b"")
+        assert done.returncode == 0, done.stderr
+        return done.stdout.decode().split()
+
+    async def main() -> None:
+        assert (await runtime.start()).ok
+        try:
+            for tool, args in (
+                ("list_dir", {"path": str(top)}),
+                ("write_file", {"path": str(top / "new.txt"), "content": "x", "mode": "create"}),
+            ):
+                seen = await view(tool, args)
+                assert sorted(seen) == sorted(
+                    [str(top / "home"), str(top / "private"), str(top / "visible.txt")]
+                ), (tool, seen)
+        finally:
+            await runtime.aclose()
+
+    trio.run(main)
 
 
 # -- 5. scratch directories --------------------------------------------------------------
@@ -480,9 +501,12 @@ def test_another_uid_squatting_the_old_scratch_names_changes_nothing(
         answer = Caller(home)("read_file", path=f"{notes}/todo.txt")
         assert answer["result"]["output"]["content"] == "buy milk\n", (answer, proc.log())
         assert all(not any(p.iterdir()) for p in squatted)
+        oci_root = home.home / "run" / f"oci-{instance}"
+        assert oci_root.is_dir() == (LAUNCHER[0] == "oci"), "the launcher asked for is used"
         assert proc.stop() == 0
         served.clear()
         assert not scratch.exists(), "the scratch directory goes at stop"
+        assert not oci_root.exists(), "so do the oci launcher's state and bundles"
         home.cleanup()
     finally:
         for old in squatted:

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
 from tests.fakes.brokerd import BrokerdProcess, Home, call_request, request, start
 from tests.fakes.podman import tools_image
@@ -39,12 +39,24 @@ def file_grants(path: Path | str) -> str:
                    for t in ("read_file", "list_dir", "write_file"))
 
 
+LAUNCHER = ["podman"]
+"""`[runner] launcher` of every runner these tests start (the `launcher` fixture)."""
+
+
+@pytest.fixture(autouse=True, params=["podman", "oci"])
+def launcher(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every attack runs on both launchers (issue 23)."""
+    LAUNCHER[0] = request.param
+    yield request.param
+    LAUNCHER[0] = "podman"
+
+
 def podman_home(grants: str) -> Home:
     home = Home(runner="podman", grants={"wall.toml": grants}, fsync=False)
     text = home.config.read_text().replace(
         'kind = "podman"\n',
         f'kind = "podman"\nimage = "{tools_image()}"\noci_runtime = "runc"\n'
-        "timeout_ms = 30000\n",
+        f'timeout_ms = 30000\nlauncher = "{LAUNCHER[0]}"\n',
     )
     home.config.write_text(text)
     return home
@@ -221,20 +233,29 @@ print(json.dumps(out))
 
 def test_a_tool_cannot_make_a_namespace_and_tmpfs_is_sized(tmp_path: Path) -> None:
     from boxmaker._protected import protected_set
+    from boxmaker.brokerd.runner._oci import OciRuntime
     from boxmaker.brokerd.runner._podman import PodmanRuntime
     from boxmaker.brokerd.runner._podman_argv import PodmanSettings
 
-    settings = PodmanSettings(image=tools_image(), podman="podman", oci_runtime="runc")
+    settings = PodmanSettings(image=tools_image(), podman="podman", oci_runtime="runc",
+                              launcher=LAUNCHER[0])  # type: ignore[arg-type]
     (tmp_path / "home").mkdir()
-    runtime = PodmanRuntime(
+    runtime = (OciRuntime if LAUNCHER[0] == "oci" else PodmanRuntime)(
         settings, tmp_path / "home", scratch_root=tmp_path / "scratch", trial_run=False,
         protected=protected_set([str(tmp_path / "home")], podman=None),
     )
-    # The very argument list every call's container gets.
-    argv = runtime.argv(name="boxmaker-i22-ns-probe", mounts=[],
-                        command=["python3", "-c", PROBE], rootless=False)
-    done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=120,
-                          stdin=subprocess.DEVNULL)
+
+    async def main() -> Any:
+        # The very container every call gets (argument list or bundle).
+        assert (await runtime.start()).ok
+        try:
+            with trio.fail_after(120):
+                return await runtime._launch("boxmaker-i22-ns-probe", [],
+                                             ["python3", "-c", PROBE], b"")
+        finally:
+            await runtime.aclose()
+
+    done = trio.run(main)
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
     refused = {k: v for k, v in seen.items()

@@ -30,11 +30,12 @@ paths = ["{directory}"]
 """
 
 
-def podman_home(image: str, notes: Path) -> Home:
+def podman_home(image: str, notes: Path, launcher: str = "podman") -> Home:
     home = Home(runner="podman", grants={"notes.toml": read_grant(notes)}, fsync=False)
     text = home.config.read_text().replace(
         'kind = "podman"\n',
-        f'kind = "podman"\npodman = "podman"\nimage = "{image}"\noci_runtime = "runc"\n',
+        f'kind = "podman"\npodman = "podman"\nimage = "{image}"\noci_runtime = "runc"\n'
+        f'launcher = "{launcher}"\n',
     )
     home.config.write_text(text)
     return home
@@ -52,8 +53,9 @@ def notes() -> Iterator[Path]:
     shutil.rmtree(root)
 
 
-def test_an_allowed_call_runs_in_a_container(notes: Path) -> None:
-    home = podman_home(tools_image(), notes)
+@pytest.mark.parametrize("launcher", ["podman", "oci"])
+def test_an_allowed_call_runs_in_a_container(notes: Path, launcher: str) -> None:
+    home = podman_home(tools_image(), notes, launcher)
     proc = start(home, timeout=60)
     try:
         frames = request(
@@ -87,9 +89,12 @@ def test_an_allowed_call_runs_in_a_container(notes: Path) -> None:
         home.cleanup()
 
 
-def test_a_missing_image_still_serves_and_answers_runner_unavailable(notes: Path) -> None:
+@pytest.mark.parametrize("launcher", ["podman", "oci"])
+def test_a_missing_image_still_serves_and_answers_runner_unavailable(
+    notes: Path, launcher: str
+) -> None:
     shutil.which("podman") or pytest.skip("podman is not installed (scripts/get-podman)")
-    home = podman_home("sha256:" + "0" * 64, notes)
+    home = podman_home("sha256:" + "0" * 64, notes, launcher)
     proc = start(home, timeout=60)
     try:
         frames = request(

@@ -22,12 +22,12 @@ import pytest
 import trio
 
 from boxmaker.brokerd.runner._mounts import Mount
+from boxmaker.brokerd.runner._oci import OciRuntime, default_oci_root
 from boxmaker.brokerd.runner._podman import (
     PodmanRuntime,
 )
 from boxmaker.brokerd.runner._podman_argv import (
     PodmanSettings,
-    build_argv,
     container_name,
     container_prefix,
     instance_id,
@@ -43,9 +43,15 @@ def image() -> str:
     return tools_image()
 
 
-@pytest.fixture
-def settings(image: str) -> PodmanSettings:
-    return PodmanSettings(image=image, oci_runtime="runc", timeout_ms=20_000)
+@pytest.fixture(params=["podman", "oci"])
+def settings(image: str, request: pytest.FixtureRequest) -> PodmanSettings:
+    """Every behavioural test runs on both launchers (issue 23)."""
+    return PodmanSettings(image=image, oci_runtime="runc", timeout_ms=20_000,
+                          launcher=request.param)
+
+
+def runtime_class(settings: PodmanSettings) -> type[PodmanRuntime]:
+    return OciRuntime if settings.launcher == "oci" else PodmanRuntime
 
 
 def leftovers(home: Path) -> list[str]:
@@ -64,10 +70,18 @@ def home(tmp_path: Path) -> Iterator[Path]:
     home.mkdir()
     yield home
     assert leftovers(home) == [], "a container was left behind"
+    oci_root = default_oci_root(home, instance_id(home))
+    if (oci_root / "state").exists():
+        listed = subprocess.run(["runc", "--root", str(oci_root / "state"), "list", "--quiet"],
+                                capture_output=True, text=True, check=True).stdout.split()
+        assert listed == [], "an oci container was left behind"
+        assert list((oci_root / "bundles").iterdir()) == [], "a bundle was left behind"
+    if os.path.ismount(oci_root):  # a test that did not aclose() its runtime
+        subprocess.run(["umount", "--lazy", str(oci_root)], check=True)
 
 
 async def started(settings: PodmanSettings, home: Path, **kw: Any) -> PodmanRuntime:
-    runtime = PodmanRuntime(settings, home, trial_run=False, **kw)
+    runtime = runtime_class(settings)(settings, home, trial_run=False, **kw)
     with trio.fail_after(60):
         check = await runtime.start()
     assert check.ok, check.reason
@@ -217,7 +231,7 @@ async def test_a_missing_image_answers_runner_unavailable_at_once(
     settings: PodmanSettings, home: Path, grant: Path
 ) -> None:
     missing = attrs.evolve(settings, image="sha256:" + "0" * 64)
-    runtime = PodmanRuntime(missing, home)
+    runtime = runtime_class(settings)(missing, home)
     with trio.fail_after(30):
         check = await runtime.start()
     assert not check.ok
@@ -239,7 +253,7 @@ async def test_start_runs_a_trial_and_removes_leftovers(
             ["podman", "create", "--name", n, image, "true"], check=True, capture_output=True
         )
     try:
-        runtime = PodmanRuntime(settings, home)
+        runtime = runtime_class(settings)(settings, home)
         with trio.fail_after(60):
             check = await runtime.start()
         assert check.ok, check.reason
@@ -264,18 +278,21 @@ async def test_start_runs_a_trial_and_removes_leftovers(
 def limited_run(
     settings: PodmanSettings, home: Path, code: str
 ) -> subprocess.CompletedProcess[str]:
-    argv = build_argv(
-        settings,
-        name=container_name(instance_id(home), "limits"),
-        uid=os.getuid(),
-        gid=os.getgid(),
-        rootless=False,
-        mounts=[],
-        command=["python3", "-c", code],
-    )
-    # cwd: conmon leaves an `oom` marker in podman's working directory
-    return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False,
-                          cwd=home)
+    """`code` in one container of the runtime's launcher (argument list or bundle)."""
+
+    async def go() -> subprocess.CompletedProcess[str]:
+        runtime = await started(settings, home)
+        name = container_name(instance_id(home), "limits")
+        try:
+            with trio.fail_after(120):
+                done = await runtime._launch(name, [], ["python3", "-c", code], b"")
+        finally:
+            await runtime.aclose()
+        return subprocess.CompletedProcess(
+            [], done.returncode if done.returncode is not None else -1,
+            done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace"))
+
+    return trio.run(go)
 
 
 FORK_BOMB = """
@@ -325,9 +342,8 @@ async def test_more_output_than_the_cap_is_tool_failed_not_cut(
     # The toolkit caps itself; this is the runner's safety net for one that does not.
     runtime = await started(attrs.evolve(settings, output_max_bytes=4096), home)
     name = container_name(instance_id(home), 77)
-    argv = runtime.argv(name=name, mounts=[], command=["python3", "-c", "print('x' * 100000)"])
     with trio.fail_after(60):
-        done = await runtime._execute(argv, name, b"")
+        done = await runtime._launch(name, [], ["python3", "-c", "print('x' * 100000)"], b"")
     assert done.too_large
     assert len(done.stdout) == 4096
 
@@ -338,10 +354,9 @@ async def test_a_tool_that_never_stops_writing_is_stopped_at_the_cap(
     runtime = await started(attrs.evolve(settings, output_max_bytes=4096, timeout_ms=60_000), home)
     name = container_name(instance_id(home), 78)
     code = "import sys\nwhile True: sys.stdout.write('x' * 65536)"
-    argv = runtime.argv(name=name, mounts=[], command=["python3", "-c", code])
     began = time.monotonic()
     with trio.fail_after(30):
-        done = await runtime._execute(argv, name, b"")
+        done = await runtime._launch(name, [], ["python3", "-c", code], b"")
     assert done.too_large and not done.timed_out
     assert time.monotonic() - began < 20  # stopped at the cap, not at the time limit
 

@@ -139,6 +139,49 @@ async def test_a_turn_is_streamed_then_done(tmp_path: Path, nursery: trio.Nurser
     assert roles == ["user", "assistant"]
 
 
+def slot_actions(fake: FakeLlamaServer) -> list[tuple[str, str]]:
+    """The slot actions loopd asked for: (action, filename), in order."""
+    return [(r.target.split("action=", 1)[1], json.loads(r.body)["filename"])
+            for r in fake.requests if r.target.startswith("/slots/")]
+
+
+async def test_a_new_conversation_keeps_the_slot_for_the_shared_prefix(
+        tmp_path: Path, nursery: trio.Nursery) -> None:
+    # A restore of a file never saved fails, and llama-server empties the slot
+    # on a failed restore: a new conversation must not ask for one, so that
+    # cache_prompt re-uses the system message and tools already in the slot.
+    loop = await start_loop(nursery, tmp_path, [text_turn("one"), text_turn("two"),
+                                                text_turn("three")])
+    for rid, conversation in ((1, "c1"), (2, "c2"), (3, "c1")):
+        frames = await loop.ask(say(rid, conversation=conversation))
+        assert frames[-1]["done"]["finish"] == "stop", frames
+    assert slot_actions(loop.fake) == [
+        ("save", "boxmaker-c1.bin"),
+        ("save", "boxmaker-c2.bin"),
+        ("restore", "boxmaker-c1.bin"),  # c1 has history: its own slot comes back
+        ("save", "boxmaker-c1.bin"),
+    ]
+
+
+async def test_a_conversation_with_history_is_restored_after_a_restart(
+        tmp_path: Path, nursery: trio.Nursery) -> None:
+    loop = await start_loop(nursery, tmp_path, [text_turn("one"), text_turn("two"),
+                                                text_turn("three")])
+    for rid, conversation in ((1, "old"), (2, "newest")):
+        await loop.ask(say(rid, conversation=conversation))
+    async with trio.open_nursery() as second:  # a second loopd on the same home
+        loop.config.socket.unlink()
+        await second.start(partial(serve, loop.config))
+        frames = await loop.ask(say(3, conversation="old"))
+        second.cancel_scope.cancel()
+    assert frames[-1]["done"]["finish"] == "stop", frames
+    assert slot_actions(loop.fake)[2:] == [
+        ("restore", "boxmaker-newest.bin"),  # at start: the newest conversation
+        ("restore", "boxmaker-old.bin"),
+        ("save", "boxmaker-old.bin"),
+    ]
+
+
 async def test_a_second_say_is_busy_and_the_guard_is_released(
         tmp_path: Path, nursery: trio.Nursery, autojump_clock: trio.testing.MockClock) -> None:
     loop = await start_loop(nursery, tmp_path, [text_turn("slow", pause_s=5), text_turn("next")])

@@ -84,3 +84,12 @@ def test_the_prompts_are_twenty_tool_ten_chat_four_no_call() -> None:
     kinds = [p["kind"] for p in prompts["prompts"]]
     assert sum(k in ("list", "read", "fetch", "write") for k in kinds) == 20
     assert kinds.count("chat") == 10 and kinds.count("no_call") == 4
+
+
+def test_the_subset_per_kind() -> None:
+    bench = _bench()
+    prompts = [{"kind": k, "n": i} for k in ("list", "read", "no_call") for i in range(3)]
+    assert [(p["kind"], p["n"]) for p in bench.per_kind(prompts, "1")] == [
+        ("list", 0), ("read", 0), ("no_call", 0)]
+    assert [(p["kind"], p["n"]) for p in bench.per_kind(prompts, "no_call=3,read=1")] == [
+        ("read", 0), ("no_call", 0), ("no_call", 1), ("no_call", 2)]

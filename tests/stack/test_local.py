@@ -91,6 +91,7 @@ def test_argv_matches_loopds_self_test_and_the_models_flags(tmp_path: Path) -> N
         assert argv[argv.index("-t") + 1] == "3"
         assert argv[argv.index("--chat-template-file") + 1] == str(tmp_path / "t")
         assert argv[argv.index("--slot-save-path") + 1] == str(tmp_path / "slots")
+        assert argv[argv.index("--cache-ram") + 1] == "0"  # loopd's slot files, no RAM copies
         assert "--jinja" in argv and pairs["-m"] == str(tmp_path / "m")
         for flag in spec.server_flags:
             assert flag in argv

@@ -144,6 +144,7 @@ class PodmanRuntime:
         )
 
     kind: Literal["podman"] = "podman"
+    launcher: Literal["podman", "oci"] = "podman"
 
     @property
     def ok(self) -> bool:
@@ -312,7 +313,6 @@ class PodmanRuntime:
         plan: CallPlan | None = None,
     ) -> RunOutcome:
         name = container_name(self.instance, spec.call_id)
-        argv = self.argv(name=name, mounts=mounts, command=toolkit_command(spec.tool))
         request = build_request(
             spec.args,
             self.settings.output_max_bytes,
@@ -320,7 +320,7 @@ class PodmanRuntime:
             plan.checked() if plan is not None else None,
         )
         try:
-            done = await self._execute(argv, name, request)
+            done = await self._launch(name, mounts, toolkit_command(spec.tool), request)
         except OSError as exc:
             return RunOutcome(
                 status="runner_unavailable",
@@ -354,6 +354,13 @@ class PodmanRuntime:
         if done.returncode == 137:
             return tool_failed("killed", "the tool was killed (out of memory?)")
         return tool_failed("no_answer", f"the toolkit gave no answer (exit {done.returncode})")
+
+    async def _launch(
+        self, name: str, mounts: Sequence[Mount], command: Sequence[str], request: bytes
+    ) -> _Exit:
+        """One fresh container: ``podman run --rm`` (the oci launcher overrides this)."""
+        argv = self.argv(name=name, mounts=mounts, command=command)
+        return await self._execute(argv, name, request)
 
     async def _execute(self, argv: list[str], name: str, request: bytes) -> _Exit:
         cap = self.settings.output_max_bytes

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import re
 from typing import Any, Final, Literal
 
@@ -191,6 +190,8 @@ PasskeyAnswer = Enrolment | PasskeyOptions | PasskeyList | PasskeyVerified
 
 def challenge_of(document: dict[str, Any]) -> bytes:
     """SHA-256 of the canonical JSON (ASCII, sorted keys, compact) of `document`."""
+    import hashlib  # OpenSSL's loading is left to the commands that sign or check
+
     return hashlib.sha256(dumps(document, ascii_only=True, sort_keys=True).encode("ascii")).digest()
 
 
