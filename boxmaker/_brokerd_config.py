@@ -26,7 +26,7 @@ from ._commands_config import (
     commands_problem,
     resolve_commands,
 )
-from ._errors import ConfigurationError
+from ._errors import ConfigError
 from ._passkey_origin import check_passkey_settings
 from ._paths import UID_MAX, absolute, boxmaker_home, default_socket, under
 from ._protected import ProtectedSet, protected_set
@@ -38,10 +38,6 @@ MAX_PENDING_MAX = 65_536
 """Each pending ask holds its connection (one descriptor) until it is answered."""
 
 RunnerKind = Literal["podman", "refusing", "echo"]
-
-
-class ConfigError(ConfigurationError):
-    """brokerd.toml cannot be read or is not valid (the owner's file is at fault)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -282,59 +278,63 @@ def largest_output_max_bytes() -> int:
 
 def _check_uid(uid: int, where: str) -> int:
     if not 0 <= uid <= UID_MAX:
-        raise ConfigError(f"{where}: {uid} is not a uid (0..{UID_MAX})")
+        raise ConfigError("brokerd", f"{where}: {uid} is not a uid (0..{UID_MAX})")
     return uid
 
 
 def _check(raw: BrokerdFile) -> None:
     ttl = raw.approvals.ttl_ms
     if not 1 <= ttl <= TTL_MS_MAX:
-        raise ConfigError(f"approvals.ttl_ms: {ttl} is outside 1..{TTL_MS_MAX} (a day)")
+        raise ConfigError("brokerd", f"approvals.ttl_ms: {ttl} is outside 1..{TTL_MS_MAX} (a day)")
     most = raw.approvals.max_pending
     if not 1 <= most <= MAX_PENDING_MAX:
-        raise ConfigError(f"approvals.max_pending: {most} is outside 1..{MAX_PENDING_MAX}")
+        raise ConfigError(
+            "brokerd", f"approvals.max_pending: {most} is outside 1..{MAX_PENDING_MAX}")
     each = raw.approvals.max_pending_per_session
     if not 1 <= each <= most:
-        raise ConfigError(f"approvals.max_pending_per_session: {each} is outside "
+        raise ConfigError("brokerd", f"approvals.max_pending_per_session: {each} is outside "
                           f"1..{most} (approvals.max_pending)")
     problem = check_passkey_settings(raw.approvals.rp_id, raw.approvals.origins or [],
                                      require=raw.approvals.require_passkey)
     if problem is not None:
-        raise ConfigError(problem)
+        raise ConfigError("brokerd", problem)
     runner = raw.runner
     for name in ("pids", "timeout_ms", "output_max_bytes", "nofile", "nproc"):
         value = getattr(runner, name)
         if value < 1:
-            raise ConfigError(f"runner.{name}: {value} must be at least 1")
+            raise ConfigError("brokerd", f"runner.{name}: {value} must be at least 1")
     if not runner.cpus > 0:
-        raise ConfigError(f"runner.cpus: {runner.cpus} must be more than 0")
+        raise ConfigError("brokerd", f"runner.cpus: {runner.cpus} must be more than 0")
     largest = largest_output_max_bytes()
     if runner.output_max_bytes > largest:
-        raise ConfigError(
+        raise ConfigError("brokerd",
             f"runner.output_max_bytes: {runner.output_max_bytes} is more than {largest}: "
             "the largest answer would not fit one 8 MiB frame")
     if raw.commands is not None:
         problem = commands_problem(raw.commands, output_bound=largest)
         if problem is not None:
-            raise ConfigError(problem)
+            raise ConfigError("brokerd", problem)
     for name in ("max_concurrent", "max_queued"):
         value = getattr(runner, name)
         if value is not None and not (0 if name == "max_queued" else 1) <= value <= 65_536:
             low = 0 if name == "max_queued" else 1
-            raise ConfigError(f"runner.{name}: {value} is outside {low}..65536")
+            raise ConfigError("brokerd", f"runner.{name}: {value} is outside {low}..65536")
     if not 1 <= runner.queue_timeout_ms <= QUEUE_TIMEOUT_MS_MAX:
-        raise ConfigError(f"runner.queue_timeout_ms: {runner.queue_timeout_ms} is outside "
+        raise ConfigError(
+            "brokerd", f"runner.queue_timeout_ms: {runner.queue_timeout_ms} is outside "
                           f"1..{QUEUE_TIMEOUT_MS_MAX}")
     if not 1 <= raw.sockets.max_connections <= MAX_CONNECTIONS_MAX:
-        raise ConfigError(f"sockets.max_connections: {raw.sockets.max_connections} is outside "
+        raise ConfigError(
+            "brokerd", f"sockets.max_connections: {raw.sockets.max_connections} is outside "
                           f"1..{MAX_CONNECTIONS_MAX}")
     max_args = raw.policy.max_args_bytes
     if not 2 <= max_args <= 8 * 1024 * 1024:
-        raise ConfigError(f"policy.max_args_bytes: {max_args} is outside 2..8388608")
+        raise ConfigError("brokerd", f"policy.max_args_bytes: {max_args} is outside 2..8388608")
     if runner.kind == "podman" and runner.image is not None and not runner.image.startswith(
         "sha256:"
     ):
-        raise ConfigError("runner.image: name the tools image by digest (sha256:...), not a tag")
+        raise ConfigError(
+            "brokerd", "runner.image: name the tools image by digest (sha256:...), not a tag")
     for text, where in (
         (raw.home, "home"),
         (raw.paths.grants, "paths.grants"),
@@ -344,7 +344,7 @@ def _check(raw: BrokerdFile) -> None:
         (raw.sockets.admin, "sockets.admin"),
     ):
         if text is not None and (text == "" or "\0" in text):
-            raise ConfigError(f"{where}: not a path")
+            raise ConfigError("brokerd", f"{where}: not a path")
 
 
 def parse_config(data: bytes, source: Path | None, *, own_uid: int | None = None) -> BrokerdConfig:
@@ -352,7 +352,7 @@ def parse_config(data: bytes, source: Path | None, *, own_uid: int | None = None
     try:
         raw = parse_toml(data, BrokerdFile)
     except TomlFileError as exc:
-        raise ConfigError(str(exc)) from exc
+        raise ConfigError("brokerd", str(exc)) from exc
     return resolve(raw, source, own_uid=own_uid)
 
 
@@ -360,7 +360,7 @@ def resolve(raw: BrokerdFile, source: Path | None, *, own_uid: int | None = None
     try:
         return _resolve(raw, source, own_uid=own_uid)
     except CheckpointsConfigError as exc:
-        raise ConfigError(str(exc)) from exc
+        raise ConfigError("brokerd", str(exc)) from exc
 
 
 def _resolve(raw: BrokerdFile, source: Path | None, *, own_uid: int | None) -> BrokerdConfig:
@@ -369,7 +369,8 @@ def _resolve(raw: BrokerdFile, source: Path | None, *, own_uid: int | None) -> B
     home = absolute(Path(raw.home) if raw.home else boxmaker_home())
     sockets = raw.sockets
     if sockets.broker_uids is not None and not sockets.broker_uids:
-        raise ConfigError("sockets.broker_uids: an empty list would let no one call tools")
+        raise ConfigError(
+            "brokerd", "sockets.broker_uids: an empty list would let no one call tools")
     broker_uids = tuple(
         _check_uid(u, "sockets.broker_uids")
         for u in (sockets.broker_uids if sockets.broker_uids is not None else [uid])
@@ -446,11 +447,12 @@ def load_config(path: Path | None) -> BrokerdConfig:
         data = target.read_bytes()
     except FileNotFoundError as exc:
         if explicit:
-            raise ConfigError(f"{os.fsdecode(target)!r} does not exist") from exc
+            raise ConfigError("brokerd", f"{os.fsdecode(target)!r} does not exist") from exc
         return resolve(BrokerdFile(), None)
     except OSError as exc:
-        raise ConfigError(f"{os.fsdecode(target)!r} cannot be read ({exc.strerror})") from exc
+        raise ConfigError(
+            "brokerd", f"{os.fsdecode(target)!r} cannot be read ({exc.strerror})") from exc
     try:
         return parse_config(data, absolute(target))
     except ConfigError as exc:
-        raise ConfigError(f"{os.fsdecode(target)!r}: {exc}") from exc
+        raise ConfigError("brokerd", f"{os.fsdecode(target)!r}: {exc}") from exc

@@ -6,16 +6,17 @@ both meet the code:
 
 - `ERROR_RUNBOOKS`: every wire error code and its pointer (or None);
 - `DENIAL_RUNBOOKS`: every broker.sock denial code and its pointer (or None);
-- `CLASS_ENTRIES`: each exception class (named by its module and name, so that
-  this module imports no daemon) and its wire code and pointer;
-- `SHOWN_BY`: the few classes shared by daemons whose pointer names the daemon
-  that shows them (a lost listener of brokerd or of inferproxy).
+- `entries`: each exception class and its wire code and pointer, read from
+  the classes themselves (``wire_code``, ``runbook`` and ``runbook_shown_by``
+  on the class, `boxmaker._errors`): not a second list beside them;
+- `CONDITIONS`: what is not an exception and still carries a pointer.
 
 Messages do not carry the pointer; the place that shows a message (the wire
 answer, the CLI's stderr line, the log line) asks `pointer_of` and adds it.
-Every pointer is written here as a literal so that ``scripts/check-runbook``
-checks it (every anchor used, every used anchor exists, none computed).
-Pure: no I/O, imports nothing of boxmaker.
+Every pointer is written as a literal (here or on its class) so that
+``scripts/check-runbook`` checks it (every anchor used, every used anchor
+exists, none computed).  Pure: no I/O; imports nothing of boxmaker but the
+error root.
 """
 
 from __future__ import annotations
@@ -25,22 +26,7 @@ from typing import Final, Literal
 
 import attrs
 
-ErrorCode = Literal[
-    "bad_frame",
-    "bad_version",
-    "forbidden",
-    "audit_unavailable",
-    "runner_unavailable",
-    "no_such_approval",
-    "no_such_session",
-    "not_lower",
-    "busy",
-    "inference_unavailable",
-    "core_unreadable",
-    "turn_failed",
-    "passkey_required",
-    "no_such_passkey",
-]
+from ._errors import BoxmakerError, ErrorCode
 
 DenialCode = Literal[
     "unknown_tool",
@@ -103,76 +89,20 @@ class Entry:
     runbook: str | None
 
 
-CLASS_ENTRIES: Final[Mapping[str, Entry]] = {
-    # proto: what a peer sent does not decode
-    "boxmaker.proto._errors.DecodeError": Entry("bad_frame", "docs/runbook.md#bad-frame"),
-    "boxmaker.proto.wire._wire.BadVersion": Entry("bad_version", "docs/runbook.md#bad-frame"),
-    # policy
-    "boxmaker.policy._load.GrantsMissing": Entry(None, "docs/runbook.md#grants-missing"),
-    # brokerd
-    "boxmaker.brokerd.log._audit_writer.AuditError":
-        Entry("audit_unavailable", "docs/runbook.md#audit-unavailable"),
-    "boxmaker.brokerd.log._audit_writer.AuditUnavailable":
-        Entry("audit_unavailable", "docs/runbook.md#audit-unavailable"),
-    "boxmaker.brokerd.log._audit_writer.AuditLocked":
-        Entry("audit_unavailable", "docs/runbook.md#audit-locked"),
-    "boxmaker.brokerd.log._audit_writer.AuditChainBroken":
-        Entry("audit_unavailable", "docs/runbook.md#audit-chain-broken"),
-    "boxmaker.brokerd._startup.StartFailed": Entry(None, "docs/runbook.md#brokerd-start-failed"),
-    "boxmaker._brokerd_config.ConfigError": Entry(None, "docs/runbook.md#brokerd-start-failed"),
-    "boxmaker.brokerd._state.StateWriteError":
-        Entry(None, "docs/runbook.md#broker-state-damaged"),
-    "boxmaker.brokerd._approvals.ApprovalIdsExhausted":
-        Entry(None, "docs/runbook.md#approvals-exhausted"),
-    "boxmaker.brokerd._ledger.NoSuchApproval": Entry("no_such_approval", None),
-    "boxmaker.brokerd._ledger.NoSuchSession": Entry("no_such_session", None),
-    "boxmaker.brokerd._ledger.NotLower": Entry("not_lower", None),
-    "boxmaker.brokerd._passkeys.PasskeyInvalid":
-        Entry("passkey_required", "docs/runbook.md#passkey-required"),
-    "boxmaker.brokerd._passkeys.NoSuchEnrolment": Entry("no_such_passkey", None),
-    "boxmaker.brokerd.log._checkpoints_link.CheckpointKeyProblem":
-        Entry(None, "docs/runbook.md#checkpoint-key-missing"),
-    "boxmaker.brokerd.runner._podman_check.PodmanCommandError":
-        Entry("runner_unavailable", "docs/runbook.md#runner-unavailable"),
-    "boxmaker.brokerd.runner._refusing.CommandsUnconfigured":
-        Entry("runner_unavailable", "docs/runbook.md#commands-unconfigured"),
-    "boxmaker._sockets._unix.ListenerLost": Entry(None, "docs/runbook.md#brokerd-listener-lost"),
-    # loopd
-    "boxmaker._http._errors.InferenceError":
-        Entry("inference_unavailable", "docs/runbook.md#inference-unavailable"),
-    "boxmaker.loopd._selftest.InferenceMismatch":
-        Entry(None, "docs/runbook.md#inference-mismatch"),
-    "boxmaker.loopd._turn.CoreUnreadable":
-        Entry("core_unreadable", "docs/runbook.md#core-unreadable"),
-    "boxmaker.loopd._turn.TurnTimeout": Entry("turn_failed", None),
-    "boxmaker.loopd._conversations.ConversationDamaged": Entry("turn_failed", None),
-    "boxmaker.loopd._serve.EventTooLarge": Entry("turn_failed", None),
-    "boxmaker.loopd._serve.StartFailed": Entry(None, "docs/runbook.md#loopd-start-failed"),
-    "boxmaker.loopd._config.ConfigError": Entry(None, "docs/runbook.md#loopd-start-failed"),
-    # inferproxy
-    "boxmaker.inferproxy._serve.StartFailed":
-        Entry(None, "docs/runbook.md#inferproxy-start-failed"),
-    "boxmaker.inferproxy._config.ConfigError":
-        Entry(None, "docs/runbook.md#inferproxy-start-failed"),
-    # bxctl
-    "boxmaker.bxctl._admin_client.DaemonUnreachable":
-        Entry(None, "docs/runbook.md#daemon-unreachable"),
-    "boxmaker.bxctl._audit_checkpoint.WitnessUnreachable":
-        Entry(None, "docs/runbook.md#daemon-unreachable"),
-    "boxmaker._state_files.NotRegularFile":
-        Entry(None, "docs/runbook.md#state-file-not-regular"),
-    # witness
-    "boxmaker.witness._config.WitnessConfigError":
-        Entry(None, "docs/runbook.md#witness-start-failed"),
-}
-"""Each exception class with a wire code or a runbook pointer.  A class not
-named here takes the entry of its nearest named base class (`entry_of`)."""
+def entries(root: type[BoxmakerError] = BoxmakerError) -> dict[str, Entry]:
+    """The table's class column, read from the classes: every class below
+    `root` (of the modules imported so far) that sets its own ``wire_code`` or
+    ``runbook`` (and has one of them), and the entry those attributes give it."""
+    found: dict[str, Entry] = {}
+    pending: list[type[BoxmakerError]] = [root]
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        entry = entry_of(cls)
+        if entry is not None and ("wire_code" in vars(cls) or "runbook" in vars(cls)):
+            found[class_name(cls)] = entry
+    return dict(sorted(found.items()))
 
-SHOWN_BY: Final[Mapping[tuple[str, str], str]] = {
-    ("boxmaker._sockets._unix.ListenerLost", "inferproxy"):
-        "docs/runbook.md#inferproxy-listener-lost",
-}
-"""(class, daemon that shows it) -> pointer, where it differs from the class's own."""
 
 CONDITIONS: Final[Mapping[str, str]] = {
     "broker_unavailable": "docs/runbook.md#broker-unavailable",
@@ -202,35 +132,36 @@ turn event about brokerd, a CLI refusal) and the pointer each carries."""
 
 
 def class_name(cls: type[BaseException]) -> str:
-    """The key of `CLASS_ENTRIES`: ``module.QualifiedName``."""
+    """The key of `entries`: ``module.QualifiedName``."""
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def entry_of(error: BaseException | type[BaseException]) -> Entry | None:
-    """The entry of the class or of its nearest base class in the table."""
+    """The entry its class's attributes give it (inherited like any attribute);
+    None for a class that is not ours or that has neither."""
     cls = error if isinstance(error, type) else type(error)
-    for base in cls.__mro__:
-        entry = CLASS_ENTRIES.get(class_name(base))
-        if entry is not None:
-            return entry
-    return None
+    if not issubclass(cls, BoxmakerError) or (cls.wire_code is None and cls.runbook is None):
+        return None
+    return Entry(cls.wire_code, cls.runbook)
 
 
 def pointer_of(error: BaseException | type[BaseException], *, shown_by: str | None = None) -> str:
-    """The runbook pointer of an error; KeyError if the table gives it none.
+    """The runbook pointer of an error; KeyError if its class gives it none.
 
-    `shown_by` names the daemon that shows it, for the classes of `SHOWN_BY`.
+    `shown_by` names the daemon that shows it, for a class whose
+    ``runbook_shown_by`` names that daemon; an error that carries its
+    daemon's name (``daemon``: `StartFailed`, `ConfigError`) is shown by it.
     """
     cls = error if isinstance(error, type) else type(error)
-    if shown_by is not None:
-        for base in cls.__mro__:
-            special = SHOWN_BY.get((class_name(base), shown_by))
-            if special is not None:
-                return special
-    entry = entry_of(cls)
-    if entry is None or entry.runbook is None:
-        raise KeyError(f"{class_name(cls)} has no runbook pointer in the error table")
-    return entry.runbook
+    if shown_by is None and not isinstance(error, type):
+        daemon = getattr(error, "daemon", None)
+        shown_by = daemon if isinstance(daemon, str) else None
+    if issubclass(cls, BoxmakerError):
+        if shown_by is not None and shown_by in cls.runbook_shown_by:
+            return cls.runbook_shown_by[shown_by]
+        if cls.runbook is not None:
+            return cls.runbook
+    raise KeyError(f"{class_name(cls)} has no runbook pointer in the error table")
 
 
 def see(error: BaseException | type[BaseException], *, shown_by: str | None = None) -> str:

@@ -18,19 +18,66 @@ Every exception class defined under ``boxmaker/`` descends from
 - `InternalSignal`: not a failure the owner sees: a private signal between two
   functions of one module (a fast path that hands over to the slow one).
 
-The class also names the runbook anchor and the wire code, in one place:
-`boxmaker._error_table`.  Messages do not carry the pointer; it is added where
-the message is shown (the wire answer, the CLI's stderr line, the log line).
+Each class also carries its answer, as click's exceptions carry their
+``exit_code``: `BoxmakerError.wire_code` (the 02-wire error code a socket
+answers it with, None if it is never answered on a socket) and
+`BoxmakerError.runbook` (its 09-operations pointer, None if the owner has
+nothing to do), inherited like any class attribute.  The error table
+(`boxmaker._error_table`) is read from these attributes, and each socket turns
+a raised error into its answer in one place with them.  Messages do not carry
+the pointer; it is added where the message is shown (the wire answer, the
+CLI's stderr line, the log line).
 
-This module defines no ``__init__`` and no ``__str__``: a subclass that also
-derives from ``ValueError`` or ``click.ClickException`` keeps their behaviour.
+The root and the fault classes define no ``__init__`` and no ``__str__``: a
+subclass that also derives from ``ValueError`` or ``click.ClickException``
+keeps their behaviour.  `StartFailed` and `ConfigError`, one class each for
+every daemon, carry the daemon's name (and so its runbook section).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import ClassVar, Literal
+
+ErrorCode = Literal[
+    "bad_frame",
+    "bad_version",
+    "forbidden",
+    "audit_unavailable",
+    "runner_unavailable",
+    "no_such_approval",
+    "no_such_session",
+    "not_lower",
+    "busy",
+    "inference_unavailable",
+    "core_unreadable",
+    "turn_failed",
+    "passkey_required",
+    "no_such_passkey",
+]
+"""02-wire "Errors": every error code a socket answers (their pointers:
+`boxmaker._error_table.ERROR_RUNBOOKS`)."""
+
 
 class BoxmakerError(Exception):
     """The root of every exception class defined under ``boxmaker/``."""
+
+    wire_code: ClassVar[ErrorCode | None] = None
+    """The error code a socket answers it with (02-wire "Errors"); None: never answered."""
+    runbook: ClassVar[str | None] = None
+    """Its runbook pointer (09-operations: the runbook and an anchor); None: nothing to do."""
+    runbook_shown_by: ClassVar[Mapping[str, str]] = {}
+    """daemon -> pointer, where the daemon that shows a shared class points elsewhere."""
+
+    answer_shows_runbook: ClassVar[bool] = False
+    """Whether its wire answer's message ends with ``. See <runbook>``."""
+
+    def answer_message(self) -> str:
+        """The message of its wire answer: the error's own text, with its
+        pointer where the class says so."""
+        if self.answer_shows_runbook and self.runbook is not None:
+            return f"{self}. See {self.runbook}"
+        return str(self)
 
 
 class PeerError(BoxmakerError):
@@ -56,6 +103,36 @@ class InternalSignal(BoxmakerError):
 class InternalError(BoxmakerError):
     """Our own bug: an invariant of ours broken (an event the call table has no
     transition for).  Fails closed; never the peer's or the owner's fault."""
+
+
+class StartFailed(UnavailableError):
+    """A daemon cannot start (sockets, directories, settings); `daemon` names it."""
+
+    runbook_shown_by: ClassVar[Mapping[str, str]] = {
+        "brokerd": "docs/runbook.md#brokerd-start-failed",
+        "loopd": "docs/runbook.md#loopd-start-failed",
+        "inferproxy": "docs/runbook.md#inferproxy-start-failed",
+    }
+
+    def __init__(self, daemon: str, message: str) -> None:
+        super().__init__(message)
+        self.daemon = daemon
+
+
+class ConfigError(ConfigurationError):
+    """A daemon's (or a command's) TOML file, or a file it names, cannot be read
+    or is not valid (the owner's files are at fault); `daemon` names whose."""
+
+    runbook_shown_by: ClassVar[Mapping[str, str]] = {
+        "brokerd": "docs/runbook.md#brokerd-start-failed",
+        "loopd": "docs/runbook.md#loopd-start-failed",
+        "inferproxy": "docs/runbook.md#inferproxy-start-failed",
+        "witness": "docs/runbook.md#witness-start-failed",
+    }
+
+    def __init__(self, daemon: str, message: str) -> None:
+        super().__init__(message)
+        self.daemon = daemon
 
 
 FAULT_CLASSES: tuple[type[BoxmakerError], ...] = (

@@ -18,6 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ._errors import UnavailableError
+
 PROFILE_NAME = "seccomp.json"
 NAMESPACE_FLAGS = 0x7E020080
 """CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET and NEWTIME."""
@@ -41,7 +43,7 @@ _NATIVE = {"x86_64": ("amd64", "SCMP_ARCH_X86_64"), "aarch64": ("arm64", "SCMP_A
 MAX_RULES = 1024
 
 
-class SeccompError(ValueError):
+class SeccompError(UnavailableError, ValueError):
     """The profile is not the containers/common form this translation knows."""
 
 

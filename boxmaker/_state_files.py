@@ -24,6 +24,8 @@ FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
 class NotRegularFile(DamagedError, OSError):
     """A state file that is a FIFO, a device, a socket, a directory or a link."""
 
+    runbook = "docs/runbook.md#state-file-not-regular"
+
 
 class StateFileTooBig(DamagedError, OSError):
     """A state file bigger than its reader's bound."""

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from boxmaker._brokerd_config import TTL_MS_MAX, ConfigError, load_config, parse_config
+from boxmaker._brokerd_config import TTL_MS_MAX, load_config, parse_config
+from boxmaker._errors import ConfigError
 
 
 def parse(text: str, *, uid: int = 1000, source: Path | None = None) -> object:

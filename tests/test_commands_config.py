@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from boxmaker._brokerd_config import BrokerdFile, ConfigError, parse_config
+from boxmaker._brokerd_config import BrokerdFile, parse_config
 from boxmaker._commands_config import (
     CommandsSettings,
     CommandsTable,
     commands_problem,
     resolve_commands,
 )
+from boxmaker._errors import ConfigError
 
 IMAGE = "sha256:" + "ab" * 32
 HOME = 'home = "/srv/bx"\n'

@@ -15,6 +15,8 @@ import pkgutil
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 import boxmaker
 from boxmaker import _error_table
 from boxmaker._errors import FAULT_CLASSES, BoxmakerError
@@ -100,3 +102,23 @@ def test_no_exception_class_defined_inside_a_function_escapes_the_check() -> Non
 def test_the_fault_classes_are_the_roots_only_children() -> None:
     assert all(fault.__bases__ == (BoxmakerError,) for fault in FAULT_CLASSES)
     assert BoxmakerError.__bases__ == (Exception,)
+
+
+def test_one_start_failed_and_one_config_error_carrying_the_daemon_s_name() -> None:
+    """Issue 24 item 1: one class each; the daemon's name chooses its runbook section."""
+    from boxmaker._errors import ConfigError, StartFailed
+
+    names = [_error_table.class_name(cls) for cls in exception_classes()]
+    assert [n for n in names if n.endswith(".StartFailed")] == ["boxmaker._errors.StartFailed"]
+    assert [n for n in names if n.endswith("ConfigError") and "Checkpoints" not in n] == [
+        "boxmaker._errors.ConfigError"]
+    failed = StartFailed("loopd", "loopd: the socket is taken")
+    assert (str(failed), failed.daemon) == ("loopd: the socket is taken", "loopd")
+    assert _error_table.pointer_of(failed) == "docs/runbook.md#loopd-start-failed"
+    assert (_error_table.pointer_of(StartFailed, shown_by="inferproxy")
+            == "docs/runbook.md#inferproxy-start-failed")
+    bad = ConfigError("witness", "listen: not address:port")
+    assert _error_table.see(bad) == "See docs/runbook.md#witness-start-failed"
+    assert _error_table.pointer_of(ConfigError("brokerd", "x")).endswith("#brokerd-start-failed")
+    with pytest.raises(KeyError):
+        _error_table.pointer_of(ConfigError("bxctl", "bxctl.toml: x"))

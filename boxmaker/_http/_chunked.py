@@ -22,6 +22,18 @@ from ..proto._errors import DecodeError
 
 _CHUNK_HEADER: Final = re.compile(rb"([0-9A-Fa-f]{1,20})(?:;[^\n]*)?[ \t]*")
 _HEX: Final = b"0123456789abcdefABCDEF"
+_hex: Final = b"%x".__mod__
+_TABLE_SIZES: Final = 2048
+_size_of: dict[bytes, int] = {}
+"""The canonical size line of each length 1.._TABLE_SIZES (lowercase hex, no leading
+zero) to that length, filled on first use."""
+
+
+def _canonical_lengths(sizes: list[bytes]) -> list[int | None]:
+    """The length each size line names if it is canonical and at most _TABLE_SIZES."""
+    if not _size_of:
+        _size_of.update({b"%x" % n: n for n in range(1, _TABLE_SIZES + 1)})
+    return list(map(_size_of.get, sizes))
 _MAX_LINE: Final = 4096
 _MAX_TRAILER_BYTES: Final = 16384
 
@@ -70,14 +82,21 @@ class ChunkedDecoder:
             return 0
         sizes = parts[0 : 2 * pairs : 2]
         data = parts[1 : 2 * pairs : 2]
-        joined = b"".join(sizes)
-        if joined.strip(_HEX) or max(map(len, sizes)) > 20 or min(map(len, sizes)) == 0:
-            return 0
-        lengths = list(map(int, sizes, repeat(16, pairs)))
-        if 0 in lengths or lengths != list(map(len, data)):
-            return 0
+        # the usual case: each size is the lowercase hex of its data's length, written
+        # without leading zeros (then it is a bare hex size of 1..20 digits by itself),
+        # and no data is empty (a 0 size is the last chunk); else the long check
+        lengths = list(map(len, data))
+        if (_canonical_lengths(sizes) != lengths
+                and (b"0" in sizes or sizes != list(map(_hex, lengths)))):
+            joined = b"".join(sizes)
+            if joined.strip(_HEX) or max(map(len, sizes)) > 20 or min(map(len, sizes)) == 0:
+                return 0
+            named = list(map(int, sizes, repeat(16, pairs)))
+            if 0 in named or named != lengths:
+                return 0
         out.extend(data)
-        return len(joined) + sum(lengths) + 4 * pairs
+        rest = parts[2 * pairs :]
+        return len(buf) - sum(map(len, rest)) - 2 * (len(rest) - 1)
 
     def feed(self, data: bytes) -> bytes:
         buf = self._buffer + data if self._buffer else data

@@ -27,6 +27,9 @@ Phase = Literal["connect", "first_event", "idle", "total"]
 class InferenceError(UnavailableError):
     """Base class: talking to the inference server failed."""
 
+    wire_code = "inference_unavailable"
+    runbook = "docs/runbook.md#inference-unavailable"
+
     def __init__(self, message: str) -> None:
         self.message = message
         super().__init__(message)
@@ -34,6 +37,10 @@ class InferenceError(UnavailableError):
     def __str__(self) -> str:
         """The message as shown (a traceback, a log line): with the table's pointer."""
         return with_pointer(self.message, self, joiner=" ")
+
+    def answer_message(self) -> str:
+        """A wire answer carries the pointer in its own field: the message alone."""
+        return self.message
 
 
 class InferenceUnavailable(InferenceError):

@@ -28,7 +28,6 @@ Pure: no I/O, no trio.
 
 from __future__ import annotations
 
-import operator
 from itertools import repeat
 from typing import Final, NamedTuple
 
@@ -66,7 +65,6 @@ class SSEEvent(NamedTuple):
 
 
 _new_tuple = tuple.__new__
-_after_data_space = operator.itemgetter(slice(6, None))
 _NONES = repeat(None)
 _EMPTIES = repeat(())
 
@@ -157,26 +155,26 @@ class SSEParser:
         of an event still open.  The usual event, one ``data:`` line, takes the
         fast path; anything else goes line by line."""
         self.last_plain = False
+        if not self._data and not self._has_fields and text.startswith("data: "):
+            # all at once when every complete event is one "data: " line (llama-server's):
+            # cut between the events, not at every blank line, and check by counting
+            cut = text.rfind("\n\n")
+            if cut >= 0 and cut + 2 <= self._max:
+                values = text[6:cut].split("\n\ndata: ")
+                count = len(values)
+                if text.count("\n", 0, cut + 2) == 2 * count:
+                    # C-level iteration: no Python bytecode per event
+                    events = list(map(_new_tuple, repeat(SSEEvent, count),
+                                      zip(values, _NONES, _NONES, _NONES, _EMPTIES,
+                                          strict=False)))
+                    self.last_plain = (text.find('{"error"', 0, cut) < 0
+                                       and text.find("data: [DONE]", 0, cut) < 0)
+                    tail = text[cut + 2 :]
+                    if tail:
+                        self._lines(tail[:-1].split("\n"), events)
+                    return events
         blocks = text.split("\n\n")
         tail = blocks.pop()
-        count = len(blocks)
-        if count and not self._data and not self._has_fields:
-            # all at once when every block is one "data: " line (llama-server's events)
-            body = text[: len(text) - len(tail)] if tail else text
-            if (
-                len(body) <= self._max
-                and body.startswith("data: ")
-                and body.count("\n") == 2 * count
-                and body.count("\n\ndata: ") == count - 1
-            ):
-                # C-level iteration: no Python bytecode per event
-                values = map(_after_data_space, blocks)
-                events = list(map(_new_tuple, repeat(SSEEvent, count),
-                                  zip(values, _NONES, _NONES, _NONES, _EMPTIES, strict=False)))
-                self.last_plain = '{"error"' not in body and "data: [DONE]" not in body
-                if tail:
-                    self._lines(tail[:-1].split("\n"), events)
-                return events
         events = []
         maximum = self._max
         for block in blocks:

@@ -23,8 +23,9 @@ import os
 import socket
 import stat
 import struct
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 import attrs
 
@@ -47,6 +48,10 @@ class SocketSetupError(UnavailableError):
 
 class ListenerLost(UnavailableError):
     """A listener failed in a way that is not resource exhaustion."""
+
+    runbook = "docs/runbook.md#brokerd-listener-lost"
+    runbook_shown_by: ClassVar[Mapping[str, str]] = {
+        "inferproxy": "docs/runbook.md#inferproxy-listener-lost"}
 
 
 @attrs.frozen

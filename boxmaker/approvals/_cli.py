@@ -12,9 +12,10 @@ import click
 import trio
 
 from .. import _trio_run
+from .._errors import ConfigError
 from .._qr import terminal_qr
 from .._sockets._sd import notify
-from ._config import ConfigError, load_config
+from ._config import load_config
 from ._serve import Served, serve
 
 LOOPBACK_NOTE = (

@@ -19,17 +19,13 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from .._errors import ConfigurationError
+from .._errors import ConfigError
 from .._passkey_origin import origin_problem
 from .._paths import UID_MAX, absolute, boxmaker_home, default_socket, under
 from .._toml import TomlFileError, read_toml
 
 DEFAULT_LISTEN = "127.0.0.1:8443"
 DEFAULT_ORIGIN = "http://localhost:8443"
-
-
-class ConfigError(ConfigurationError):
-    """approvals.toml cannot be read or is not valid."""
 
 
 @attrs.frozen(kw_only=True)
@@ -70,7 +66,7 @@ def parse_listen(text: str) -> tuple[str, int]:
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     if not sep or not host or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-        raise ConfigError(f"listen: {text!r} is not host:port (e.g. 127.0.0.1:8443)")
+        raise ConfigError("approvals", f"listen: {text!r} is not host:port (e.g. 127.0.0.1:8443)")
     return host, int(port_text)
 
 
@@ -80,15 +76,16 @@ def resolve(raw: ApprovalsFile, source: Path | None) -> PageConfig:
     rp_id = urlsplit(raw.origin).hostname or ""
     problem = origin_problem(raw.origin, None)
     if problem is not None:
-        raise ConfigError(problem.replace("approvals.origins", "origin"))
+        raise ConfigError("approvals", problem.replace("approvals.origins", "origin"))
     if (raw.tls_cert is None) != (raw.tls_key is None):
-        raise ConfigError("tls_cert and tls_key go together (set both, or neither)")
+        raise ConfigError("approvals", "tls_cert and tls_key go together (set both, or neither)")
     tls = raw.origin.startswith("https://")
     if not tls and raw.tls_cert is not None:
-        raise ConfigError("tls_cert: the origin is http://localhost; name an https origin")
+        raise ConfigError(
+            "approvals", "tls_cert: the origin is http://localhost; name an https origin")
     uid = raw.brokerd_uid if raw.brokerd_uid is not None else os.geteuid()
     if not 0 <= uid <= UID_MAX:
-        raise ConfigError(f"brokerd_uid: {uid} is not a uid")
+        raise ConfigError("approvals", f"brokerd_uid: {uid} is not a uid")
     return PageConfig(
         home=home, host=host, port=port, origin=raw.origin, rp_id=rp_id,
         tls_cert=absolute(under(home, raw.tls_cert)) if raw.tls_cert else None,
@@ -106,8 +103,8 @@ def load_config(path: Path | None) -> PageConfig:
     try:
         raw = read_toml(target, ApprovalsFile)
     except TomlFileError as exc:
-        raise ConfigError(str(exc)) from exc
+        raise ConfigError("approvals", str(exc)) from exc
     try:
         return resolve(raw, absolute(target))
     except ConfigError as exc:
-        raise ConfigError(f"{os.fsdecode(target)!r}: {exc}") from exc
+        raise ConfigError("approvals", f"{os.fsdecode(target)!r}: {exc}") from exc

@@ -3,6 +3,9 @@
 approvals, approval, approve, refuse, status, grants_check, session,
 declassify.  `approve`/`refuse` take the entry out of the pending table and
 answer it in the same ledger step: of two at once, exactly one gets `ok`.
+
+The handlers raise; `handle_admin` is the one place a raised `BoxmakerError`
+becomes its `error` answer (its class's wire code, `answer_of`).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import logging
 import trio
 
 from .._error_table import shown
+from .._errors import BoxmakerError
 from .._sockets._streams import send_frame
 from .._sockets._unix import PeerCred
 from ..policy._load import GrantsMissing, load_grants, missing_state
@@ -31,7 +35,6 @@ from ..proto.wire import (
     AuditStatus,
     CheckpointsStatus,
     DeclassifyRequest,
-    ErrorAnswer,
     GrantProblem,
     GrantsCheckRequest,
     GrantsReport,
@@ -43,14 +46,14 @@ from ..proto.wire import (
     SessionRequest,
     Status,
     StatusRequest,
+    answer_of,
     b64url,
     encode_admin_answer,
-    error_answer,
 )
 from ._admin_passkey import approval_passkey, declassify_passkey, handle_passkey
 from ._approvals import PendingApproval
 from ._context import Daemon
-from ._ledger import NoSuchApproval, NoSuchSession, NotLower
+from ._ledger import no_such_approval, no_such_session
 from .log._audit_writer import AuditUnavailable
 
 log = logging.getLogger("brokerd")
@@ -109,8 +112,18 @@ def status_of(daemon: Daemon) -> Status:
 
 async def handle_admin(stream: trio.abc.Stream, peer: PeerCred, daemon: Daemon,
                        request: AdminRequest) -> None:
-    """Serve one decoded admin.sock request (the shell checked the peer and the frame)."""
-    answer = await _dispatch(request, peer, daemon)
+    """Serve one decoded admin.sock request (the shell checked the peer and the frame).
+
+    A `BoxmakerError` a handler raises is answered here, with its class's code;
+    one answered on no socket propagates (the shell logs it and closes).
+    """
+    try:
+        answer = await _dispatch(request, peer, daemon)
+    except BoxmakerError as exc:
+        error = answer_of(exc)
+        if error is None:
+            raise
+        answer = error
     await send_frame(stream, encode_admin_answer(request.id, answer))
 
 
@@ -122,7 +135,7 @@ async def _dispatch(request: AdminRequest, peer: PeerCred, daemon: Daemon) -> Ad
     if isinstance(body, ApprovalRequest):
         entry = ledger.pending.get(body.approval_id)
         if entry is None:
-            return _no_such_approval(body.approval_id)
+            raise no_such_approval(body.approval_id)
         return approval_view(entry)
     if isinstance(body, (ApproveRequest, RefuseRequest)):
         return await _answer(body, peer, daemon)
@@ -142,7 +155,7 @@ async def _dispatch(request: AdminRequest, peer: PeerCred, daemon: Daemon) -> Ad
     if isinstance(body, SessionRequest):
         view = ledger.session_view(body.session)
         if view is None:
-            return error_answer("no_such_session", f"brokerd has never seen session {body.session}")
+            raise no_such_session(body.session)
         taint, seq = view
         return SessionInfo(session=body.session, label=taint.label, untrusted=taint.untrusted,
                            seq=U64(seq))
@@ -156,50 +169,25 @@ async def _dispatch(request: AdminRequest, peer: PeerCred, daemon: Daemon) -> Ad
 _PASSKEY_REQUESTS = tuple(PASSKEY_REQUEST_TAGS.values())
 
 
-def _no_such_approval(approval_id: int) -> AdminAnswer:
-    return error_answer("no_such_approval", f"no pending approval has the id {approval_id}")
-
-
 async def _answer(body: ApproveRequest | RefuseRequest, peer: PeerCred,
                   daemon: Daemon) -> AdminAnswer:
     _, leading = daemon.refresh_grants()
     if leading:
-        try:
-            await daemon.ledger.record(leading)
-        except AuditUnavailable as exc:
-            return error_answer("audit_unavailable", shown(str(exc), exc))
+        await daemon.ledger.record(leading)
     passkey = None
     if isinstance(body, ApproveRequest):
-        gate = await approval_passkey(body, peer, daemon)
-        if isinstance(gate, ErrorAnswer):
-            return gate
-        passkey = gate
+        passkey = await approval_passkey(body, peer, daemon)
     refuse = isinstance(body, RefuseRequest)
     verdict = "refused" if refuse else "approved"
-    try:
-        await daemon.ledger.answer(
-            body.approval_id, daemon.watcher.state, by=peer.uid, refuse=refuse,
-            refused=body.reason if isinstance(body, RefuseRequest) else None, passkey=passkey)
-    except NoSuchApproval:
-        return _no_such_approval(body.approval_id)
-    except AuditUnavailable as exc:
-        return error_answer("audit_unavailable", shown(str(exc), exc))
+    await daemon.ledger.answer(
+        body.approval_id, daemon.watcher.state, by=peer.uid, refuse=refuse,
+        refused=body.reason if isinstance(body, RefuseRequest) else None, passkey=passkey)
     log.info("approval %d %s by uid %d", body.approval_id, verdict, peer.uid)
     return Ok()
 
 
 async def _declassify(body: DeclassifyRequest, peer: PeerCred, daemon: Daemon) -> AdminAnswer:
-    gate = await declassify_passkey(body, peer, daemon)
-    if gate is not None:
-        return gate
+    await declassify_passkey(body, peer, daemon)
     to = Taint(label=body.label, untrusted=body.untrusted)
-    try:
-        await daemon.ledger.declassify(body.session, to=to, by=peer.uid, reason=body.reason)
-    except NoSuchSession:
-        return error_answer("no_such_session", f"brokerd has never seen session {body.session}")
-    except NotLower:
-        return error_answer(
-            "not_lower", "a declassify may only lower the taint (label down, untrusted cleared)")
-    except AuditUnavailable as exc:
-        return error_answer("audit_unavailable", shown(str(exc), exc))
+    await daemon.ledger.declassify(body.session, to=to, by=peer.uid, reason=body.reason)
     return Ok()

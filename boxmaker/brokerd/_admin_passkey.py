@@ -4,7 +4,9 @@
 The gate: an approve (or declassify) that carries an assertion, or any of them
 while `[approvals] require_passkey` is on, is verified before the approval is
 taken; without a valid assertion it is refused with `passkey_required` and
-recorded as `approval_attempt`, and the approval stays pending.  Refusing
+recorded as `approval_attempt`, and the approval stays pending.  A refusal is
+raised (`PasskeyInvalid`, `NoSuchEnrolment`, ...) and answered by admin.sock's
+dispatcher with its class's code.  Refusing
 needs no passkey.  While a credential is enrolled, adding or removing one needs
 an assertion from an enrolled credential over the enrolment link's challenge.
 """
@@ -18,7 +20,6 @@ from pathlib import Path
 
 import trio
 
-from .._error_table import shown
 from .._passkey_check import sidecar_bytes
 from .._sockets._unix import PeerCred
 from ..proto._convert import U64, JsonObject
@@ -30,7 +31,6 @@ from ..proto.wire import (
     Assertion,
     DeclassifyRequest,
     Enrolment,
-    ErrorAnswer,
     Ok,
     PasskeyAddRequest,
     PasskeyEnrolRequest,
@@ -46,12 +46,17 @@ from ..proto.wire import (
     b64url,
     declassify_challenge,
     enrolment_challenge,
-    error_answer,
     from_b64url,
 )
 from ._context import Daemon
-from ._passkeys import NoSuchEnrolment, PasskeyInvalid, VerifiedUse
-from .log._audit_writer import AuditUnavailable
+from ._ledger import no_such_approval
+from ._passkeys import (
+    AssertionNotKept,
+    EnrolNameInvalid,
+    NoSuchEnrolment,
+    PasskeyInvalid,
+    VerifiedUse,
+)
 
 log = logging.getLogger("brokerd")
 
@@ -61,10 +66,6 @@ CHALLENGE_SUFFIX = ".challenge.json"
 """Beside it: the nonce, RP id and origins its challenge covers (`_passkey_check`)."""
 NOT_SET_UP = ("passkeys are not set up: set [approvals] rp_id and origins in brokerd.toml "
               "(the approval page's host name and origins)")
-
-
-def _required(reason: str) -> ErrorAnswer:
-    return error_answer("passkey_required", reason)
 
 
 def _write_durably(directory: Path, name: str, data: bytes) -> None:
@@ -98,8 +99,8 @@ def keep_assertion(audit_dir: Path, verified: VerifiedUse, sidecar: bytes | None
 
 
 async def _refuse(daemon: Daemon, approval_id: int | None, peer: PeerCred,
-                  reason: str) -> ErrorAnswer:
-    """Record the attempt (`approval_attempt`) and answer passkey_required.
+                  reason: str) -> PasskeyInvalid:
+    """Record the attempt (`approval_attempt`); the refusal to raise (passkey_required).
 
     The reason may quote the assertion (the webauthn package names a wrong
     origin as found): escaped, and cut to MAX_ATTEMPT_REASON, before the log,
@@ -108,63 +109,55 @@ async def _refuse(daemon: Daemon, approval_id: int | None, peer: PeerCred,
     reason = escape_line(reason)
     if len(reason) > MAX_ATTEMPT_REASON:
         reason = reason[:MAX_ATTEMPT_REASON - 1] + "…"
-    try:
-        await daemon.ledger.attempt(approval_id, by=peer.uid, reason=reason)
-    except AuditUnavailable as exc:
-        return error_answer("audit_unavailable", shown(str(exc), exc))
+    await daemon.ledger.attempt(approval_id, by=peer.uid, reason=reason)
     log.warning("passkey required: %s (uid %d)", reason, peer.uid)
-    return _required(reason)
+    return PasskeyInvalid(reason)
 
 
 async def _verified(daemon: Daemon, assertion: Assertion | None, challenge: bytes,
                     approval_id: int | None, peer: PeerCred,
-                    what: str) -> VerifiedUse | ErrorAnswer:
+                    what: str) -> VerifiedUse:
     if assertion is None:
-        return await _refuse(daemon, approval_id, peer,
-                             f"{what} needs a passkey assertion (require_passkey is on); "
-                             "use the approval page")
+        raise await _refuse(daemon, approval_id, peer,
+                            f"{what} needs a passkey assertion (require_passkey is on); "
+                            "use the approval page")
     try:
         return daemon.passkeys.verify(assertion, challenge)
     except PasskeyInvalid as exc:
-        return await _refuse(daemon, approval_id, peer, f"{what}: {exc}")
+        raise await _refuse(daemon, approval_id, peer, f"{what}: {exc}") from exc
 
 
 async def approval_passkey(body: ApproveRequest, peer: PeerCred,
-                           daemon: Daemon) -> PasskeyUse | ErrorAnswer | None:
-    """The gate of an approve: None (no passkey involved), the use, or the refusal."""
+                           daemon: Daemon) -> PasskeyUse | None:
+    """The gate of an approve: None (no passkey involved) or the use; raises the refusal."""
     if body.assertion is None and not daemon.config.require_passkey:
         return None
     entry = daemon.ledger.pending.get(body.approval_id)
     if entry is None:
-        return error_answer("no_such_approval",
-                            f"no pending approval has the id {body.approval_id}")
+        raise no_such_approval(body.approval_id)
     found = await _verified(daemon, body.assertion, entry.challenge, body.approval_id, peer,
                             f"approving {body.approval_id}")
-    if isinstance(found, ErrorAnswer):
-        return found
     try:
         sidecar = sidecar_bytes(nonce=entry.ticket.nonce, rp_id=daemon.passkeys.rp_id or "",
                                 origins=daemon.passkeys.origins)
         await trio.to_thread.run_sync(keep_assertion, daemon.config.audit, found, sidecar)
     except OSError as exc:
-        return error_answer("audit_unavailable",
-                            f"brokerd: the assertion could not be kept beside the audit log "
-                            f"({exc.strerror or exc}); nothing was approved")
+        raise AssertionNotKept(f"brokerd: the assertion could not be kept beside the audit log "
+                               f"({exc.strerror or exc}); nothing was approved") from exc
     return found.use
 
 
 async def declassify_passkey(body: DeclassifyRequest, peer: PeerCred,
-                             daemon: Daemon) -> ErrorAnswer | None:
-    """The gate of a declassify: None to go on, or the refusal."""
+                             daemon: Daemon) -> None:
+    """The gate of a declassify: returns to go on; raises the refusal."""
     if body.assertion is None and not daemon.config.require_passkey:
-        return None
+        return
     view = daemon.ledger.session_view(body.session)
     seq = view[1] if view is not None else 0
     challenge = declassify_challenge(session=body.session, label=body.label,
                                      untrusted=body.untrusted, reason=body.reason, seq=seq)
-    found = await _verified(daemon, body.assertion, challenge, None, peer,
-                            f"declassifying {body.session}")
-    return found if isinstance(found, ErrorAnswer) else None
+    await _verified(daemon, body.assertion, challenge, None, peer,
+                    f"declassifying {body.session}")
 
 
 async def handle_passkey(body: PasskeyRequestBody, peer: PeerCred,
@@ -178,12 +171,12 @@ async def handle_passkey(body: PasskeyRequestBody, peer: PeerCred,
             require_passkey=daemon.config.require_passkey, rp_id=registry.rp_id,
             origins=list(registry.origins))
     if registry.rp_id is None or not registry.origins:
-        return _required(NOT_SET_UP)
+        raise PasskeyInvalid(NOT_SET_UP)
     if isinstance(body, PasskeyVerifyRequest):
         try:
             verified = registry.verify(body.assertion, from_b64url(body.challenge))
         except (PasskeyInvalid, ValueError) as exc:
-            return _required(f"login: {exc}")
+            raise PasskeyInvalid(f"login: {exc}") from exc
         return PasskeyVerified(credential_id=verified.credential.credential_id,
                                name=verified.credential.name)
     if isinstance(body, PasskeyEnrolRequest):
@@ -199,12 +192,7 @@ async def _use_link(body: PasskeyOptionsRequest | PasskeyAddRequest | PasskeyRem
                     peer: PeerCred, daemon: Daemon) -> AdminAnswer:
     registry = daemon.passkeys
     assert registry.rp_id is not None
-    try:
-        enrolment = registry.enrolment(body.token)
-    except NoSuchEnrolment:
-        return error_answer("no_such_passkey",
-                            "no live enrolment link has that token (used, expired, or never "
-                            "made); make a new one with bxctl passkey add or remove")
+    enrolment = registry.enrolment(body.token)
     challenge = enrolment_challenge(action=enrolment.action, token=enrolment.token,
                                     name=enrolment.name, credential_id=enrolment.credential_id)
     if isinstance(body, PasskeyOptionsRequest):
@@ -216,32 +204,26 @@ async def _use_link(body: PasskeyOptionsRequest | PasskeyAddRequest | PasskeyRem
             rp_id=registry.rp_id, allow_credentials=list(registry.credentials))
     wanted = "add" if isinstance(body, PasskeyAddRequest) else "remove"
     if enrolment.action != wanted:
-        return error_answer("no_such_passkey", f"that link is for a {enrolment.action}, "
-                                               f"not a {wanted}")
+        raise NoSuchEnrolment(f"that link is for a {enrolment.action}, not a {wanted}")
     what = f"{'adding' if wanted == 'add' else 'removing'} passkey {enrolment.name!r}"
     if registry.enrolled:
-        found = await _verified(daemon, body.assertion, challenge, None, peer, what)
-        if isinstance(found, ErrorAnswer):
-            return found
+        await _verified(daemon, body.assertion, challenge, None, peer, what)
     registry.use_enrolment(enrolment.token)
     if isinstance(body, PasskeyAddRequest):
         try:
             credential = registry.check_registration(enrolment, dict(body.credential))
         except PasskeyInvalid as exc:
-            return await _refuse(daemon, None, peer, f"{what}: {exc}")
+            raise await _refuse(daemon, None, peer, f"{what}: {exc}") from exc
         event = PasskeyRecord(action="added", credential_id=credential.credential_id,
                               name=credential.name, public_key=b64url(credential.public_key),
                               by=U64(peer.uid))
     else:
         assert isinstance(body, PasskeyRemoveRequest) and enrolment.credential_id is not None
         if enrolment.credential_id not in registry.credentials:
-            return error_answer("no_such_passkey", "that credential is no longer enrolled")
+            raise NoSuchEnrolment("that credential is no longer enrolled")
         event = PasskeyRecord(action="removed", credential_id=enrolment.credential_id,
                               name=enrolment.name, public_key="", by=U64(peer.uid))
-    try:
-        records = await daemon.ledger.record([event])
-    except AuditUnavailable as exc:
-        return error_answer("audit_unavailable", shown(str(exc), exc))
+    records = await daemon.ledger.record([event])
     for record in records:
         registry.feed(record)
     log.info("passkey %s %s (%s) by uid %d", event.action, event.credential_id, event.name,
@@ -254,13 +236,11 @@ def _enrol(body: PasskeyEnrolRequest, daemon: Daemon) -> AdminAnswer:
     if body.action == "add":
         name = body.name or ""
         if not 1 <= len(name) <= 64 or not name.isprintable():
-            return error_answer("bad_frame", "passkey_enrol: name must be 1 to 64 printable "
-                                             "characters")
+            raise EnrolNameInvalid("passkey_enrol: name must be 1 to 64 printable characters")
         credential_id = None
     else:
         if body.credential_id is None or body.credential_id not in registry.credentials:
-            return error_answer("no_such_passkey", "no enrolled credential has that id "
-                                                   "(bxctl passkey list)")
+            raise NoSuchEnrolment("no enrolled credential has that id (bxctl passkey list)")
         credential_id = body.credential_id
         name = registry.credentials[credential_id].name
     enrolment = registry.new_enrolment(

@@ -44,6 +44,8 @@ _RANDOM_TRIES = 64
 class ApprovalIdsExhausted(UnavailableError):
     """Every six-digit id is pending, or held for 2 x ttl after its answer."""
 
+    runbook = "docs/runbook.md#approvals-exhausted"
+
 
 @attrs.define(eq=False, kw_only=True)
 class PendingApproval:

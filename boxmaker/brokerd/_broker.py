@@ -18,7 +18,9 @@
    answer `result` (`runner_unavailable` is an error, `unsafe_target` a denial).
 
 A call that cannot be recorded is never run and never answered `result`: the
-answer is `error audit_unavailable`.
+answer is `error audit_unavailable`.  An error reply of the call table is
+raised (`CallFailed`); `handle_broker` is the one place a raised
+`BoxmakerError` becomes its `error` answer, with its class's code.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 import trio
 
 from .._error_table import shown
+from .._errors import BoxmakerError
 from .._sockets._streams import send_frame
 from .._sockets._unix import PeerCred
 from .._sockets._unix_accept import leave_connection_places
@@ -42,8 +45,8 @@ from ..proto.wire import (
     Denied,
     Pending,
     Result,
+    answer_of,
     encode_broker_answer,
-    error_answer,
 )
 from ._approvals import PendingApproval
 from ._context import Daemon
@@ -80,7 +83,22 @@ def denied(code: str, reason: str, grant: str | None) -> Denied:
 
 async def handle_broker(stream: trio.abc.Stream, peer: PeerCred, daemon: Daemon,
                         request: BrokerRequest) -> None:
-    """Serve one decoded broker.sock request (the shell checked the peer and the frame)."""
+    """Serve one decoded broker.sock request (the shell checked the peer and the frame).
+
+    A `BoxmakerError` raised on the way is answered here, with its class's
+    code; one answered on no socket propagates (the shell logs it and closes).
+    """
+    try:
+        await _handle(stream, peer, daemon, request)
+    except BoxmakerError as exc:
+        answer = answer_of(exc)
+        if answer is None:
+            raise
+        await send_answer(stream, request.id, answer)
+
+
+async def _handle(stream: trio.abc.Stream, peer: PeerCred, daemon: Daemon,
+                  request: BrokerRequest) -> None:
     call = request.call
     rid = request.id
     grants, leading = daemon.refresh_grants()
@@ -98,7 +116,8 @@ async def handle_broker(stream: trio.abc.Stream, peer: PeerCred, daemon: Daemon,
 
 
 def wire_answer(reply: Reply) -> BrokerAnswer:
-    """A final reply of the call table as the broker.sock answer."""
+    """A final reply of the call table as the broker.sock answer; an error reply
+    is raised, for `handle_broker` to answer."""
     if isinstance(reply, AnswerResult):
         return Result(status=reply.status,
                       output=JsonObject(reply.output) if reply.output is not None else None,
@@ -106,7 +125,7 @@ def wire_answer(reply: Reply) -> BrokerAnswer:
     if isinstance(reply, AnswerDenied):
         return denied(reply.code, reply.reason, reply.grant)
     if isinstance(reply, AnswerError):
-        return error_answer(reply.code, reply.message, reply.runbook)
+        raise reply.error
     if isinstance(reply, AnswerPending):
         return Pending(approval_id=U64(reply.approval_id), expires_at=reply.expires_at,
                        grant=reply.grant)

@@ -18,12 +18,13 @@ from pathlib import Path
 import click
 
 from .. import __version__, _trio_run
-from .._brokerd_config import BrokerdConfig, ConfigError, load_config
+from .._brokerd_config import BrokerdConfig, load_config
 from .._error_table import see, shown
+from .._errors import ConfigError, StartFailed
 from .._sockets._unix import ListenerLost
 from ..proto._escape import escape_line
 from ._serve import serve
-from ._startup import StartFailed, runner_settings_problem
+from ._startup import runner_settings_problem
 from ._state import sync_state_files
 from .log._audit_link import rebuild_from_log
 from .log._audit_writer import AuditError, AuditLocked, lock_audit_dir, open_audit_dir
@@ -83,7 +84,8 @@ def serve_command(config_path: Path | None, accept_break: bool,
     except ListenerLost as exc:
         _fail(f"brokerd: {exc}; stopped. {see(exc)}")
     except OSError as exc:
-        _fail(f"brokerd: cannot start: {exc.strerror or exc}. {see(StartFailed)}")
+        _fail(f"brokerd: cannot start: {exc.strerror or exc}. "
+              f"{see(StartFailed, shown_by='brokerd')}")
 
 
 @cli.command("check-config")
@@ -122,7 +124,7 @@ def check_config_command(config_path: Path | None) -> None:
     problem = runner_settings_problem(config)
     if problem is not None:
         _fail(f"brokerd: the config is not valid: {problem}; refusing to start. "
-              f"{see(ConfigError)}")
+              f"{see(ConfigError, shown_by='brokerd')}")
     if config.single_uid:
         click.echo("warning: one uid may both call tools and approve them (see deploy/)")
     click.echo("ok: the config is valid")

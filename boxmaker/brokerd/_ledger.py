@@ -97,13 +97,29 @@ class Opened:
 class NoSuchApproval(PeerError):
     """No pending approval has that id (someone else took it, or it never was)."""
 
+    wire_code = "no_such_approval"
+
 
 class NoSuchSession(PeerError):
     """brokerd has never seen that session."""
 
+    wire_code = "no_such_session"
+
+
+def no_such_approval(approval_id: int) -> NoSuchApproval:
+    """The error, worded as admin.sock answers it."""
+    return NoSuchApproval(f"no pending approval has the id {approval_id}")
+
+
+def no_such_session(session: str) -> NoSuchSession:
+    """The error, worded as admin.sock answers it."""
+    return NoSuchSession(f"brokerd has never seen session {session}")
+
 
 class NotLower(PeerError):
     """A declassify that would raise the taint."""
+
+    wire_code = "not_lower"
 
 
 @attrs.define
@@ -377,10 +393,10 @@ class Ledger:
         """
         entry = self.pending.take(approval_id)
         if entry is None:
-            raise NoSuchApproval(approval_id)
+            raise no_such_approval(approval_id)
         if entry.expired_at(self._clock()):
             await self.expire([entry])
-            raise NoSuchApproval(approval_id)
+            raise no_such_approval(approval_id)
         try:
             commit = self._answer_now(entry, grants, by=by, refused=refused, refuse=refuse,
                                       passkey=passkey)
@@ -445,10 +461,11 @@ class Ledger:
         """Lower a session's taint (the owner).  Raises NoSuchSession, NotLower."""
         entry = self.lookup(session)
         if entry is None:
-            raise NoSuchSession(session)
+            raise no_such_session(session)
         current = entry.taint
         if not to.is_lower_or_equal(current):
-            raise NotLower(session)
+            raise NotLower("a declassify may only lower the taint (label down, untrusted "
+                           "cleared)")
         seq = self.writer.next_seq
         self._raise_to(session, to, seq)
         entry.problem = None

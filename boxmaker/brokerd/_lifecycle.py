@@ -63,6 +63,7 @@ from ..proto.audit import (
 )
 from ..proto.wire import DenialCode
 from ..proto.wire import ResultStatus as RanStatus
+from ._call_errors import CallFailed, CallNotRecorded, runner_unavailable, same_error
 
 
 class CallState(enum.Enum):
@@ -335,9 +336,7 @@ class AnswerDenied:
 
 @attrs.define(kw_only=True)
 class AnswerError:
-    code: Literal["audit_unavailable", "runner_unavailable"]
-    message: str
-    runbook: str | None = None  # the pointer when not the code's own (`error_answer`)
+    error: CallFailed = attrs.field(eq=attrs.cmp_using(eq=same_error))
 
 
 @attrs.define(kw_only=True)
@@ -549,9 +548,9 @@ class CallLifecycle:
                               output=output_digest(output) if ran else None)
         reply: Reply
         if status == "runner_unavailable":
-            reply = AnswerError(code="runner_unavailable", message=(
+            reply = AnswerError(error=runner_unavailable(runbook,
                 f"brokerd: {message or 'the runner is unavailable'}; nothing ran. "
-                f"See {runbook or condition('runner_unavailable')}"), runbook=runbook)
+                f"See {runbook or condition('runner_unavailable')}"))
         elif status == "unsafe_target":
             reply = AnswerDenied(code="unsafe_target", reason=message or "unsafe target",
                                  grant=allow.grant)
@@ -572,7 +571,7 @@ class CallLifecycle:
                             event.runbook)
 
     def _audit_failed(self, event: AuditFailed) -> Step:
-        return Step(reply=AnswerError(code="audit_unavailable", message=event.message))
+        return Step(reply=AnswerError(error=CallNotRecorded(event.message)))
 
     def _ticket(self) -> Ticket:
         if self.ticket is None:  # pragma: no cover - the table allows this only from PENDING

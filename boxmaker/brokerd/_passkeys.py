@@ -34,7 +34,7 @@ from webauthn.helpers.structs import (
     UserVerificationRequirement,
 )
 
-from .._errors import PeerError
+from .._errors import PeerError, UnavailableError
 from .._passkey_check import FramedCeremony, check_not_framed
 from ..proto.audit import ApprovalRecord, PasskeyRecord, PasskeyUse, Record
 from ..proto.wire import B64URL_MAX, Assertion, EnrolAction, b64url, from_b64url
@@ -52,9 +52,28 @@ RP_NAME = "boxmaker"
 class PasskeyInvalid(PeerError):
     """An assertion or attestation that does not verify (the message says which rule)."""
 
+    wire_code = "passkey_required"
+    runbook = "docs/runbook.md#passkey-required"
+
 
 class NoSuchEnrolment(PeerError):
     """No live enrolment link has that token (used, expired, or never made)."""
+
+    wire_code = "no_such_passkey"
+
+
+class EnrolNameInvalid(PeerError):
+    """A passkey_enrol whose name is not 1 to 64 printable characters."""
+
+    wire_code = "bad_frame"
+    runbook = "docs/runbook.md#bad-frame"
+
+
+class AssertionNotKept(UnavailableError):
+    """An approving assertion that could not be written beside the audit log."""
+
+    wire_code = "audit_unavailable"
+    runbook = "docs/runbook.md#audit-unavailable"
 
 
 @attrs.define(kw_only=True)
@@ -186,7 +205,9 @@ class PasskeyRegistry:
         self._drop_expired(self._clock())
         found = self._enrolments.get(token)
         if found is None:
-            raise NoSuchEnrolment(token)
+            raise NoSuchEnrolment(
+                "no live enrolment link has that token (used, expired, or never made); "
+                "make a new one with bxctl passkey add or remove")
         return found
 
     def use_enrolment(self, token: str) -> Enrolment:

@@ -27,6 +27,7 @@ import trio
 from .. import __version__
 from .._brokerd_config import BrokerdConfig
 from .._error_table import condition, shown
+from .._errors import StartFailed
 from .._sockets._framed_server import FramedServer, FramedSocket, Wording
 from .._sockets._sd import ActivationError, listen_fds, notify, unix_listener
 from .._sockets._unix import ListenerLost, SocketSetupError, bind_unix_listener
@@ -37,7 +38,7 @@ from ..proto.wire import AdminRequest, BrokerRequest, decode_admin_request, deco
 from ._admin import handle_admin
 from ._broker import handle_broker
 from ._context import Daemon
-from ._startup import StartFailed, prepare_daemon
+from ._startup import prepare_daemon
 from .log._audit_link import AuditStartup, open_audit
 from .log._audit_writer import AuditUnavailable, FsyncFn, WriteFn
 
@@ -84,12 +85,12 @@ def _take_sockets(config: BrokerdConfig) -> tuple[socket.socket, socket.socket]:
             admin = unix_listener(activated, "admin")
             if broker is None or admin is None:
                 raise StartFailed(
-                    "socket activation did not pass both sockets "
+                    "brokerd", "socket activation did not pass both sockets "
                     "(LISTEN_FDNAMES needs broker and admin)"
                 )
             return broker, admin
     except ActivationError as exc:
-        raise StartFailed(str(exc)) from exc
+        raise StartFailed("brokerd", str(exc)) from exc
     own = config.own_uid
     broker_open = any(u != own for u in config.broker_uids)
     admin_open = config.owner_uid != own
@@ -152,7 +153,7 @@ async def _serve_with_log(
     try:
         broker_std, admin_std = _take_sockets(config)
     except SocketSetupError as exc:
-        raise StartFailed(str(exc)) from exc
+        raise StartFailed("brokerd", str(exc)) from exc
     broker_sock = trio.socket.from_stdlib_socket(broker_std)
     admin_sock = trio.socket.from_stdlib_socket(admin_std)
     handle = ServeHandle(daemon=daemon, broker_socket=os.fsdecode(config.broker_socket),

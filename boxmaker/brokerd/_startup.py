@@ -21,7 +21,7 @@ import trio
 from .. import __version__
 from .._brokerd_config import BrokerdConfig, compute_protected
 from .._error_table import condition
-from .._errors import UnavailableError
+from .._errors import StartFailed
 from .._protected import ProtectedSet
 from ..policy._load import GrantsWatcher
 from ..policy._model import GrantState
@@ -49,10 +49,6 @@ SINGLE_UID_WARNING = (
 FSYNC_OFF_WARNING = (
     "[audit] fsync = false: records are not flushed to disk (tests and benchmarks only)"
 )
-
-
-class StartFailed(UnavailableError):
-    """brokerd cannot start (config, socket paths, directories); `#brokerd-start-failed`."""
 
 
 @attrs.frozen
@@ -87,7 +83,6 @@ def runner_settings_problem(config: BrokerdConfig) -> str | None:
     return None
 
 
-
 async def make_runtime(config: BrokerdConfig,
                        protected: ProtectedSet | None = None) -> Runtimes:
     """The runtimes of `[runner] kind`, checked (podman: podman runs, the image is there,
@@ -117,7 +112,7 @@ async def _configured_runtime(config: BrokerdConfig,
         try:
             settings = podman_settings(config)
         except ValueError as exc:
-            raise StartFailed(f"the [runner] settings are not valid: {exc}") from exc
+            raise StartFailed("brokerd", f"the [runner] settings are not valid: {exc}") from exc
         if protected is None:
             protected = await trio.to_thread.run_sync(compute_protected, config)
         runtime = (OciRuntime if settings.launcher == "oci" else PodmanRuntime)(
@@ -192,7 +187,7 @@ async def prepare_daemon(config: BrokerdConfig, startup: AuditStartup, *,
     _warn_about_grants(config, grants)
     problem = runner_settings_problem(config)
     if problem is not None:  # before `podman info`: a bad setting fails at once
-        raise StartFailed(f"the [runner] settings are not valid: {problem}")
+        raise StartFailed("brokerd", f"the [runner] settings are not valid: {problem}")
     protected = await trio.to_thread.run_sync(compute_protected, config)
     if protected.missing or protected.unknown:
         log.warning("protected roots missing or unknown: %s; no file tool runs. "

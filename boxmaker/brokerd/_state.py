@@ -44,6 +44,8 @@ __all__ = [
 class StateWriteError(UnavailableError):
     """A state file could not be written (the environment's fault)."""
 
+    runbook = "docs/runbook.md#broker-state-damaged"
+
 
 def list_sessions(sessions_dir: Path) -> list[str]:
     """Session names that have a state file (other names are ignored)."""

@@ -36,6 +36,8 @@ EXIT_UNREACHABLE = 3
 class DaemonUnreachable(UnavailableError, click.ClickException):
     """brokerd could not be reached, or did not answer in time (exit 3)."""
 
+    runbook = "docs/runbook.md#daemon-unreachable"
+
     exit_code = EXIT_UNREACHABLE
 
     def __init__(self, message: str, *, sent: bool) -> None:

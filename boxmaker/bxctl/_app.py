@@ -11,7 +11,8 @@ from pathlib import Path
 import attrs
 import click
 
-from ._config import BxctlConfig, ConfigError, load_config
+from .._errors import ConfigError
+from ._config import BxctlConfig, load_config
 
 
 @attrs.define

@@ -4,7 +4,11 @@
 While the chain is verified, `KeptAssertions.feed` sees each record: the
 `passkey` records give the enrolled public keys, the `call` and `decision`
 records what the approval's challenge covers, each `approval` with a
-`passkey` field one assertion to check.  `check` then reads
+`passkey` field one assertion to check.  `feed_line` does the same from the
+verifier's lines and facts, and parses only the lines that can matter (issue
+23): a call's line when an approval names it, an asking decision, a passkey
+record, an approval with a passkey; the others are known by their key and
+their one canonical form.  `check` then reads
 `assertions/<assertion_sha256>.json` and its `.challenge.json` beside the log
 and re-verifies the signature over the challenge rebuilt from the log.
 An approval whose files are missing (kept before the sidecar existed, or
@@ -22,7 +26,16 @@ import attrs
 
 from .._passkey_check import MAX_SIDECAR, LoggedApproval, recheck
 from ..proto._escape import escape_line
-from ..proto.audit import ApprovalRecord, Call, DecisionRecord, OutcomeAsk, PasskeyRecord, Record
+from ..proto.audit import (
+    ApprovalRecord,
+    Call,
+    DecisionRecord,
+    LineFacts,
+    OutcomeAsk,
+    PasskeyRecord,
+    Record,
+    parse_record,
+)
 from ..proto.wire import from_b64url
 
 ASSERTIONS_DIR = "assertions"
@@ -47,6 +60,8 @@ class KeptAssertions:
     def __init__(self) -> None:
         self._keys: dict[str, bytes] = {}
         self._calls: dict[int, Call] = {}
+        self._call_lines: dict[int, bytes] = {}
+        self._ask_lines: dict[int, list[bytes]] = {}
         self._asks: dict[tuple[int, int], str] = {}
         self.approvals: list[LoggedApproval] = []
 
@@ -67,9 +82,39 @@ class KeptAssertions:
         elif isinstance(event, ApprovalRecord) and event.passkey is not None:
             self._approval(record.seq, event)
 
+    def feed_line(self, content: bytes, facts: LineFacts) -> None:
+        """`feed` for a line the verifier took into the chain (its `on_line`).
+
+        A record line has one form: an asking decision holds `{"ask":`, an
+        approval with a passkey `"passkey":{` (a line that holds them and is
+        not one is parsed and left as `feed` leaves it).  A passkey record and
+        an approval with a passkey are parsed at once; a call's line and an
+        asking decision's are kept by call and parsed, in their order, when an
+        approval with a passkey names that call."""
+        key = facts.key
+        if key == "call":
+            self._call_lines[facts.seq] = content
+        elif key == "decision" and b'{"ask":' in content:
+            assert facts.call is not None
+            self._ask_lines.setdefault(facts.call, []).append(content)
+        elif key == "passkey" or (key == "approval" and b'"passkey":{' in content):
+            self.feed(parse_record(content))
+
+    def _call(self, call: int) -> Call | None:
+        found = self._calls.pop(call, None)
+        if found is None:
+            line = self._call_lines.pop(call, None)
+            if line is not None:
+                event = parse_record(line).event
+                assert isinstance(event, Call)
+                found = event
+        return found
+
     def _approval(self, seq: int, event: ApprovalRecord) -> None:
         assert event.passkey is not None
-        call = self._calls.pop(event.call, None)
+        call = self._call(event.call)
+        for line in self._ask_lines.pop(event.call, ()):
+            self.feed(parse_record(line))
         expires_at = self._asks.pop((event.call, event.approval_id), None)
         used = event.passkey
         self.approvals.append(LoggedApproval(

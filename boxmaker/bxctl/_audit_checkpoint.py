@@ -43,6 +43,7 @@ PUB_NAME = "checkpoint.pub"
 
 
 class WitnessUnreachable(UnavailableError, click.ClickException):
+    runbook = "docs/runbook.md#daemon-unreachable"
     exit_code = 3
 
     def format_message(self) -> str:

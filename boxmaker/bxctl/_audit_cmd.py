@@ -22,7 +22,15 @@ from ..proto._convert import unstructure
 from ..proto._errors import DecodeError
 from ..proto._escape import escape_line
 from ..proto._json import dumps, dumps_terminal
-from ..proto.audit import AcceptedBreak, ChainReport, OnRecord, Record, event_key, parse_record
+from ..proto.audit import (
+    AcceptedBreak,
+    ChainReport,
+    OnLine,
+    OnRecord,
+    Record,
+    event_key,
+    parse_record,
+)
 from ..proto.tlog import VerifierKey
 from ..proto.wire import format_ts
 from ._app import App, pass_app
@@ -83,14 +91,15 @@ def _stderr_is_terminal() -> bool:
 
 
 def _verify(directory: Path, expect_head: tuple[int, str] | None,
-            on_record: OnRecord | None = None) -> ChainReport:
+            on_record: OnRecord | None = None, on_line: OnLine | None = None) -> ChainReport:
     """Verify, with a progress bar on a terminal for a big log.  Raises OSError."""
     size = log_size(directory) if _stderr_is_terminal() else 0
     if size < PROGRESS_MIN_BYTES:
-        return verify_directory(directory, expect_head=expect_head, on_record=on_record)
+        return verify_directory(directory, expect_head=expect_head, on_record=on_record,
+                                on_line=on_line)
     with click.progressbar(length=size, label="verifying", file=sys.stderr) as bar:
         return verify_directory(directory, expect_head=expect_head, on_record=on_record,
-                                progress=bar.update)
+                                on_line=on_line, progress=bar.update)
 
 
 def _plural(count: int, word: str) -> str:
@@ -184,7 +193,7 @@ def verify(app: App, directory: Path | None, as_json: bool, expect_head: str | N
         return
     kept = KeptAssertions()
     try:
-        report = _verify(where, head, kept.feed)
+        report = _verify(where, head, on_line=kept.feed_line)
     except OSError as exc:
         raise _unreadable(where, exc) from exc
     assertions = kept.check(where)

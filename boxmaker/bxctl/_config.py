@@ -7,7 +7,7 @@ from pathlib import Path
 
 import attrs
 
-from .._errors import ConfigurationError
+from .._errors import ConfigError
 from .._paths import boxmaker_home, default_socket, under
 from .._toml import TomlFileError, read_toml
 
@@ -39,10 +39,6 @@ class BxctlConfig:
     source: Path | None
 
 
-class ConfigError(ConfigurationError):
-    """bxctl.toml cannot be read or is not valid."""
-
-
 def load_config(path: Path | None) -> BxctlConfig:
     """Read `path` (or the default, when it exists) and resolve the defaults."""
     explicit = path is not None
@@ -53,7 +49,7 @@ def load_config(path: Path | None) -> BxctlConfig:
         try:
             raw = read_toml(path, BxctlFile)
         except TomlFileError as exc:
-            raise ConfigError(str(exc)) from exc
+            raise ConfigError("bxctl", str(exc)) from exc
         source: Path | None = path
     else:
         raw = BxctlFile()

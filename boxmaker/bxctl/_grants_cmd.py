@@ -13,9 +13,9 @@ from typing import Any, NoReturn
 
 import click
 
-from .._brokerd_config import ConfigError as BrokerdConfigError
 from .._brokerd_config import compute_protected, load_config
 from .._error_table import see, shown
+from .._errors import ConfigError
 from ..policy._decide import decide
 from ..policy._decision import Ask, Decision, ProtectedPaths, ToolCall
 from ..policy._explain import (
@@ -104,7 +104,7 @@ def _echo_explain(result: Decision | Ask, state: GrantSet | None) -> None:
 def brokerd_protected_paths(config_path: Path | None) -> tuple[str, ...]:
     """brokerd's protected paths, as its `decide` gets them: brokerd's own loader
     and brokerd's own `compute_protected` (boxmaker._brokerd_config), nothing
-    re-derived.  Raises BrokerdConfigError."""
+    re-derived.  Raises ConfigError."""
     return compute_protected(load_config(config_path)).spellings
 
 
@@ -155,7 +155,7 @@ def explain(
         raise click.UsageError(f"--args is not one JSON object: {exc}") from None
     try:
         protected = ProtectedPaths.of(brokerd_protected_paths(brokerd_config))
-    except BrokerdConfigError as exc:
+    except ConfigError as exc:
         raise click.UsageError(f"brokerd config: {exc}") from None
     where = grants_dir if grants_dir is not None else app.config.grants
     state = _load(where)

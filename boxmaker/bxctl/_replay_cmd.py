@@ -20,8 +20,8 @@ from typing import IO, NoReturn
 import click
 
 from .._audit_files import log_size, verify_directory
-from .._brokerd_config import ConfigError as _BrokerdConfigError
 from .._error_table import condition
+from .._errors import ConfigError
 from ..policy._decision import ProtectedPaths
 from ..policy._explain import report_lines as grants_report_lines
 from ..policy._model import GrantSet, InvalidGrantSet
@@ -46,7 +46,7 @@ def protected_paths(brokerd_config: Path | None) -> ProtectedPaths:
     to a shared function in one place)."""
     try:
         return ProtectedPaths.of(brokerd_protected_paths(brokerd_config))
-    except _BrokerdConfigError as exc:
+    except ConfigError as exc:
         raise click.UsageError(f"brokerd config: {exc}") from None
 
 

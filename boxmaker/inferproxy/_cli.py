@@ -10,11 +10,11 @@ import click
 
 from .. import __version__, _trio_run
 from .._error_table import shown
-from .._errors import UnavailableError
+from .._errors import ConfigError, StartFailed, UnavailableError
 from .._sockets._unix import ListenerLost
 from ..proto._escape import escape_text
-from ._config import ConfigError, load_config
-from ._serve import StartFailed, run
+from ._config import load_config
+from ._serve import run
 
 
 class Failed(UnavailableError, click.ClickException):

@@ -22,7 +22,7 @@ from typing import Final, Literal
 
 import attrs
 
-from .._errors import ConfigurationError
+from .._errors import ConfigError
 from .._paths import absolute, boxmaker_home, default_socket, under
 from .._toml import TomlFileError, read_toml
 from ..proto._escape import escape_line
@@ -30,10 +30,6 @@ from ..proto._escape import escape_line
 DEFAULT_MAX_REQUEST_BYTES: Final = 8 * 1024 * 1024
 MAX_REQUEST_BYTES_LIMIT: Final = 1024 * 1024 * 1024
 MAX_KEY_FILE_BYTES: Final = 4096
-
-
-class ConfigError(ConfigurationError):
-    """inferproxy.toml or a file it names cannot be used (the owner's files are at fault)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -86,7 +82,6 @@ def default_config_path() -> Path:
     return boxmaker_home() / "inferproxy.toml"
 
 
-
 def parse_upstream(text: str) -> Upstream:
     """``http://host:port`` or ``https://host:port`` (port defaults 80/443); nothing more."""
     shown = escape_line(text)
@@ -94,21 +89,22 @@ def parse_upstream(text: str) -> Upstream:
         parts = urllib.parse.urlsplit(text)
         port = parts.port
     except ValueError as exc:
-        raise ConfigError(f"upstream: {shown!r} is not a URL ({exc})") from exc
+        raise ConfigError("inferproxy", f"upstream: {shown!r} is not a URL ({exc})") from exc
     scheme = parts.scheme
     if scheme not in ("http", "https"):
-        raise ConfigError(f"upstream: {shown!r} must start with http:// or https://")
+        raise ConfigError("inferproxy", f"upstream: {shown!r} must start with http:// or https://")
     if parts.path not in ("", "/") or parts.query or parts.fragment:
-        raise ConfigError(f"upstream: {shown!r} must be scheme://host:port with no path")
-    if parts.username is not None or parts.password is not None:
         raise ConfigError(
+            "inferproxy", f"upstream: {shown!r} must be scheme://host:port with no path")
+    if parts.username is not None or parts.password is not None:
+        raise ConfigError("inferproxy",
             f"upstream: {shown!r} must not hold credentials (use api_key_file)"
         )
     host = parts.hostname
     if not host:
-        raise ConfigError(f"upstream: {shown!r} names no host")
+        raise ConfigError("inferproxy", f"upstream: {shown!r} names no host")
     if port == 0:
-        raise ConfigError(f"upstream: {shown!r} has port 0")
+        raise ConfigError("inferproxy", f"upstream: {shown!r} has port 0")
     default_port = 443 if scheme == "https" else 80
     return Upstream(
         scheme="https" if scheme == "https" else "http",
@@ -122,15 +118,15 @@ def resolve(raw: InferproxyFile, source: Path) -> InferproxyConfig:
     home = absolute(Path(raw.home)) if raw.home else absolute(boxmaker_home())
     upstream = parse_upstream(raw.upstream)
     if not 1 <= raw.max_request_bytes <= MAX_REQUEST_BYTES_LIMIT:
-        raise ConfigError(
+        raise ConfigError("inferproxy",
             f"max_request_bytes: {raw.max_request_bytes} is outside 1..{MAX_REQUEST_BYTES_LIMIT}"
         )
     if raw.ca_file is not None and not upstream.tls:
-        raise ConfigError("ca_file: set, but upstream is not https://")
+        raise ConfigError("inferproxy", "ca_file: set, but upstream is not https://")
     for key, value in (("socket", raw.socket), ("api_key_file", raw.api_key_file),
                        ("ca_file", raw.ca_file)):
         if value is not None and (not value or "\0" in value):
-            raise ConfigError(f"{key}: must be a non-empty path")
+            raise ConfigError("inferproxy", f"{key}: must be a non-empty path")
     return InferproxyConfig(
         home=home,
         socket=absolute(under(home, raw.socket)) if raw.socket
@@ -153,11 +149,11 @@ def load_config(path: Path | None) -> InferproxyConfig:
     try:
         raw = read_toml(path, InferproxyFile)
     except TomlFileError as exc:
-        raise ConfigError(str(exc)) from exc
+        raise ConfigError("inferproxy", str(exc)) from exc
     try:
         return resolve(raw, path)
     except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc}") from exc
+        raise ConfigError("inferproxy", f"{path}: {exc}") from exc
 
 
 def read_api_key(path: Path) -> str:
@@ -170,17 +166,19 @@ def read_api_key(path: Path) -> str:
         with open(path, "rb") as handle:
             st = os.fstat(handle.fileno())
             if not stat.S_ISREG(st.st_mode):
-                raise ConfigError(f"api_key_file {path}: not a regular file")
+                raise ConfigError("inferproxy", f"api_key_file {path}: not a regular file")
             data = handle.read(MAX_KEY_FILE_BYTES + 1)
     except OSError as exc:
-        raise ConfigError(f"api_key_file {path}: cannot read: {exc.strerror or exc}") from exc
+        raise ConfigError(
+            "inferproxy", f"api_key_file {path}: cannot read: {exc.strerror or exc}") from exc
     if len(data) > MAX_KEY_FILE_BYTES:
-        raise ConfigError(f"api_key_file {path}: larger than {MAX_KEY_FILE_BYTES} bytes")
+        raise ConfigError(
+            "inferproxy", f"api_key_file {path}: larger than {MAX_KEY_FILE_BYTES} bytes")
     key = data.strip(b" \t\r\n")
     if not key:
-        raise ConfigError(f"api_key_file {path}: empty")
+        raise ConfigError("inferproxy", f"api_key_file {path}: empty")
     if any(not 0x21 <= byte <= 0x7E for byte in key):
-        raise ConfigError(
+        raise ConfigError("inferproxy",
             f"api_key_file {path}: the key must be one word of visible ASCII characters"
             " (no spaces, control characters or non-ASCII bytes inside it)"
         )

@@ -30,21 +30,18 @@ from typing import Final
 import attrs
 import trio
 
-from .._errors import UnavailableError
+from .._errors import ConfigError, StartFailed
 from .._sockets import _sd
 from .._sockets._unix import SocketSetupError, bind_unix_listener
 from .._sockets._unix_accept import accept_loop
 from ..proto._escape import escape_line
-from ._config import ConfigError, InferproxyConfig, key_file_is_shared, read_api_key
+from ._config import InferproxyConfig, key_file_is_shared, read_api_key
 from ._proxy import ProxySettings, handle_connection
 from ._upstream import tls_context
 
 log = logging.getLogger("inferproxy")
 
 SOCKET_NAME: Final = "infer"
-class StartFailed(UnavailableError):
-    """inferproxy cannot start: bad config, socket path, key or CA file (the setup's fault)."""
-
 
 @attrs.frozen(kw_only=True)
 class Listener:
@@ -67,7 +64,7 @@ def prepare(config: InferproxyConfig) -> ProxySettings:
         try:
             api_key = read_api_key(config.api_key_file)
         except ConfigError as exc:
-            raise StartFailed(str(exc)) from exc
+            raise StartFailed("inferproxy", str(exc)) from exc
         if key_file_is_shared(config.api_key_file):
             log.warning("the key file %s can be read by group or others; chmod 600 it",
                         _show(config.api_key_file))
@@ -76,7 +73,7 @@ def prepare(config: InferproxyConfig) -> ProxySettings:
         try:
             tls = tls_context(config.ca_file)
         except (OSError, ssl.SSLError) as exc:
-            raise StartFailed(
+            raise StartFailed("inferproxy",
                 f"ca_file {_show(config.ca_file) if config.ca_file else '-'} cannot be loaded:"
                 f" {escape_line(str(exc))}"
             ) from exc
@@ -105,7 +102,7 @@ def bind_listener(path: Path) -> socket.socket:
         return bind_unix_listener(path, shared_dir=False, open_socket=False,
                                   own_uid=os.getuid())
     except SocketSetupError as exc:
-        raise StartFailed(str(exc)) from exc
+        raise StartFailed("inferproxy", str(exc)) from exc
 
 
 def open_listener(config: InferproxyConfig) -> Listener:
@@ -114,10 +111,11 @@ def open_listener(config: InferproxyConfig) -> Listener:
         passed = _sd.listen_fds()
         activated = _sd.unix_listener(passed, SOCKET_NAME)
     except _sd.ActivationError as exc:
-        raise StartFailed(str(exc)) from exc
+        raise StartFailed("inferproxy", str(exc)) from exc
     if passed and activated is None:
         names = ", ".join(sorted(passed))
-        raise StartFailed(f"systemd passed sockets named {escape_line(names)} but none named"
+        raise StartFailed(
+            "inferproxy", f"systemd passed sockets named {escape_line(names)} but none named"
                           f" {SOCKET_NAME!r} (FileDescriptorName={SOCKET_NAME})")
     for name, group in passed.items():
         if name != SOCKET_NAME:

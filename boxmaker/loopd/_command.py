@@ -13,9 +13,9 @@ from typing import Any, TypeVar
 import click
 
 from .._error_table import shown
-from .._errors import UnavailableError
+from .._errors import ConfigError, UnavailableError
 from ..proto._escape import escape_text
-from ._config import ConfigError, LoopdConfig, load_config
+from ._config import LoopdConfig, load_config
 
 F = TypeVar("F", bound=Callable[..., Any])
 

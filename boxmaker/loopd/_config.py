@@ -14,15 +14,11 @@ from pathlib import Path
 
 import attrs
 
-from .._errors import ConfigurationError
+from .._errors import ConfigError
 from .._http import Endpoint, Timeouts
 from .._paths import UID_MAX, absolute, boxmaker_home, default_socket, under
 from .._toml import TomlFileError, read_toml
 from ._tools import DEFAULT_TOOLS, KNOWN_TOOLS
-
-
-class ConfigError(ConfigurationError):
-    """loopd.toml cannot be read or is not valid (the owner's file is at fault)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -123,43 +119,43 @@ def default_config_path() -> Path:
     return boxmaker_home() / "loopd.toml"
 
 
-
 def _positive(value: float, where: str) -> float:
     if not (math.isfinite(value) and value > 0):
-        raise ConfigError(f"{where}: {value} must be a positive number of seconds")
+        raise ConfigError("loopd", f"{where}: {value} must be a positive number of seconds")
     return value
 
 
 def _uid(uid: int, where: str) -> int:
     if not 0 <= uid <= UID_MAX:
-        raise ConfigError(f"{where}: {uid} is not a uid (0..{UID_MAX})")
+        raise ConfigError("loopd", f"{where}: {uid} is not a uid (0..{UID_MAX})")
     return uid
 
 
 def _inference(raw: InferenceTable, home: Path) -> InferenceConfig:
     if raw.socket is not None and raw.url is not None:
-        raise ConfigError("[inference]: give socket or url, not both")
+        raise ConfigError("loopd", "[inference]: give socket or url, not both")
     if raw.url is not None:
         try:
             endpoint = Endpoint.from_url(raw.url)
         except ValueError as exc:
-            raise ConfigError(f"[inference] url: {exc}") from exc
+            raise ConfigError("loopd", f"[inference] url: {exc}") from exc
     elif raw.socket is not None:
         endpoint = Endpoint.unix(absolute(under(home, raw.socket)))
     else:
         endpoint = Endpoint.unix(absolute(default_socket(home, "infer.sock")))
     if not raw.model:
-        raise ConfigError("[inference] model: must not be empty")
+        raise ConfigError("loopd", "[inference] model: must not be empty")
     if raw.slots < 1:
-        raise ConfigError(f"[inference] slots: {raw.slots} must be at least 1")
+        raise ConfigError("loopd", f"[inference] slots: {raw.slots} must be at least 1")
     if not 0 <= raw.slot < raw.slots:
-        raise ConfigError(f"[inference] slot: {raw.slot} is not one of 0..{raw.slots - 1}")
+        raise ConfigError("loopd", f"[inference] slot: {raw.slot} is not one of 0..{raw.slots - 1}")
     if raw.n_ctx_per_slot < 1:
-        raise ConfigError(f"[inference] n_ctx_per_slot: {raw.n_ctx_per_slot} must be positive")
+        raise ConfigError(
+            "loopd", f"[inference] n_ctx_per_slot: {raw.n_ctx_per_slot} must be positive")
     if not (math.isfinite(raw.temperature) and 0 <= raw.temperature <= 2):
-        raise ConfigError(f"[inference] temperature: {raw.temperature} is outside 0..2")
+        raise ConfigError("loopd", f"[inference] temperature: {raw.temperature} is outside 0..2")
     if raw.max_tokens is not None and raw.max_tokens < 1:
-        raise ConfigError(f"[inference] max_tokens: {raw.max_tokens} must be at least 1")
+        raise ConfigError("loopd", f"[inference] max_tokens: {raw.max_tokens} must be at least 1")
     return InferenceConfig(
         endpoint=endpoint,
         model=raw.model,
@@ -183,22 +179,23 @@ def resolve(raw: LoopdFile, source: Path | None) -> LoopdConfig:
     own = os.getuid()
     owner_uids = tuple(raw.owner_uids) if raw.owner_uids is not None else (own,)
     if not owner_uids:
-        raise ConfigError("owner_uids: must name at least one uid")
+        raise ConfigError("loopd", "owner_uids: must name at least one uid")
     for uid in owner_uids:
         _uid(uid, "owner_uids")
     broker = raw.broker
     if not 1 <= broker.timeout_ms <= 86_400_000:
-        raise ConfigError(f"[broker] timeout_ms: {broker.timeout_ms} is outside 1..86400000")
+        raise ConfigError(
+            "loopd", f"[broker] timeout_ms: {broker.timeout_ms} is outside 1..86400000")
     loop = raw.loop
     if not 1 <= loop.max_rounds <= 1000:
-        raise ConfigError(f"[loop] max_rounds: {loop.max_rounds} is outside 1..1000")
+        raise ConfigError("loopd", f"[loop] max_rounds: {loop.max_rounds} is outside 1..1000")
     for name in loop.tools:
         if name not in KNOWN_TOOLS:
-            raise ConfigError(
+            raise ConfigError("loopd",
                 f"[loop] tools: unknown tool {name!r} (known: {', '.join(sorted(KNOWN_TOOLS))})"
             )
     if len(set(loop.tools)) != len(loop.tools):
-        raise ConfigError("[loop] tools: a tool is named twice")
+        raise ConfigError("loopd", "[loop] tools: a tool is named twice")
     return LoopdConfig(
         home=home,
         socket=absolute(under(home, raw.socket)) if raw.socket
@@ -232,8 +229,8 @@ def load_config(path: Path | None) -> LoopdConfig:
     try:
         raw = read_toml(path, LoopdFile)
     except TomlFileError as exc:
-        raise ConfigError(str(exc)) from exc
+        raise ConfigError("loopd", str(exc)) from exc
     try:
         return resolve(raw, path)
     except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc}") from exc
+        raise ConfigError("loopd", f"{path}: {exc}") from exc

@@ -101,6 +101,8 @@ def to_chat(messages: list[Message]) -> list[dict[str, Any]]:
 class ConversationDamaged(DamagedError):
     """A conversation file has a line that is not a message (not a torn tail)."""
 
+    wire_code = "turn_failed"
+
 
 @attrs.frozen(kw_only=True)
 class ConversationInfo:

@@ -24,6 +24,8 @@ from .._http.client import LlamaClient
 class InferenceMismatch(ConfigurationError):
     """The server runs with other slots, context or template capabilities than configured."""
 
+    runbook = "docs/runbook.md#inference-mismatch"
+
     def __init__(self, message: str, *, mismatches: tuple[str, ...]) -> None:
         self.message = message
         self.mismatches = mismatches

@@ -22,7 +22,7 @@ import trio
 
 from .. import __version__
 from .._error_table import shown
-from .._errors import PeerError, UnavailableError
+from .._errors import BoxmakerError, PeerError, StartFailed, UnavailableError
 from .._http import InferenceError
 from .._http.client import LlamaClient
 from .._sockets import _sd
@@ -48,17 +48,17 @@ from ..proto.wire import (
     LoopStatus,
     LoopStatusRequest,
     SayRequest,
+    answer_of,
     decode_loop_request,
     encode_loop_frame,
-    error_answer,
 )
 from ._broker_client import BrokerPort
 from ._config import LoopdConfig
-from ._conversations import ConversationDamaged, ConversationStore
+from ._conversations import ConversationStore
 from ._history import conversation_summaries, history_messages
 from ._selftest import Expected, InferenceMismatch, check_props, self_test
 from ._tools import tool_schemas
-from ._turn import CoreUnreadable, Turn, TurnSettings, TurnTimeout
+from ._turn import Turn, TurnSettings
 
 log = logging.getLogger("boxmaker.loopd")
 
@@ -74,9 +74,25 @@ LOOP_WORDING = Wording(
 class EventTooLarge(PeerError):
     """An event that would not fit in one frame; the turn fails (never a traceback)."""
 
+    wire_code = "turn_failed"
 
-class StartFailed(UnavailableError):
-    """loopd cannot start; the message ends with its runbook pointer."""
+
+class TurnBusy(PeerError):
+    """A say while a turn is running (one turn at a time)."""
+
+    wire_code = "busy"
+
+
+class HistoryTooLarge(PeerError):
+    """A history that would not fit in one frame."""
+
+    wire_code = "turn_failed"
+
+
+class ConversationUnwritable(UnavailableError):
+    """The conversation file could not be written (the disk)."""
+
+    wire_code = "turn_failed"
 
 
 class InferenceStartFailed(StartFailed):
@@ -84,7 +100,7 @@ class InferenceStartFailed(StartFailed):
 
     def __init__(self, message: str, *, reason: str) -> None:
         self.reason = reason
-        super().__init__(message)
+        super().__init__("loopd", message)
 
 
 FAILED_START_ANSWER_S: Final = 3.0
@@ -232,7 +248,20 @@ class LoopDaemon:
 
     async def answer(self, stream: trio.SocketStream, peer: PeerCred,
                      request: LoopRequest) -> None:
-        """One decoded loop.sock request (the shell checked the peer and the frame)."""
+        """One decoded loop.sock request (the shell checked the peer and the frame).
+
+        The one place a raised `BoxmakerError` becomes its `error` answer, with
+        its class's code; one answered on no socket propagates to the shell.
+        """
+        try:
+            await self._answer(stream, request)
+        except BoxmakerError as exc:
+            error = answer_of(exc)
+            if error is None:
+                raise
+            await send_frame(stream, encode_loop_frame(request.id, error))
+
+    async def _answer(self, stream: trio.SocketStream, request: LoopRequest) -> None:
         request_body = request.body
         if isinstance(request_body, SayRequest):
             await self._say(stream, request.id, request_body)
@@ -247,24 +276,17 @@ class LoopDaemon:
 
     async def _history(self, stream: trio.SocketStream, request_id: int,
                        conversation: str) -> None:
-        try:
-            messages = self.store.load(conversation)
-        except ConversationDamaged as exc:
-            await send_frame(stream, encode_loop_frame(
-                request_id, error_answer("turn_failed", str(exc))))
-            return
+        messages = self.store.load(conversation)
         body = encode_loop_frame(request_id, History(messages=history_messages(messages)))
         if len(body) > MAX_FRAME:
-            body = encode_loop_frame(request_id, error_answer(
-                "turn_failed", f"the history of {conversation} takes {len(body)} bytes, more "
-                f"than one frame holds ({MAX_FRAME}); read the conversation file instead"))
+            raise HistoryTooLarge(
+                f"the history of {conversation} takes {len(body)} bytes, more "
+                f"than one frame holds ({MAX_FRAME}); read the conversation file instead")
         await send_frame(stream, body)
 
     async def _say(self, stream: trio.SocketStream, request_id: int, say: SayRequest) -> None:
         if self.busy:
-            await send_frame(stream, encode_loop_frame(
-                request_id, error_answer("busy", "a turn is already running")))
-            return
+            raise TurnBusy("a turn is already running")
         self.busy = True
         final: Any
         try:
@@ -276,7 +298,10 @@ class LoopDaemon:
 
     async def _run_turn(self, stream: trio.SocketStream, request_id: int,
                         say: SayRequest) -> Any:
-        """Run the turn, cancelled if the client goes away; return the final frame."""
+        """Run the turn, cancelled if the client goes away; return the final frame.
+
+        The turn's error is carried out of its nursery and raised here (a
+        nursery would wrap it in an exception group)."""
 
         async def emit(event: Event) -> None:
             body = encode_loop_frame(request_id, event)
@@ -287,6 +312,7 @@ class LoopDaemon:
         turn = Turn(settings=self.settings(), store=self.store, llama=self.llama,
                     broker=self.broker, emit=emit)
         result: list[Any] = []
+        failed: list[BoxmakerError] = []
         gone = False
         async with trio.open_nursery() as nursery:
 
@@ -299,7 +325,10 @@ class LoopDaemon:
                 nursery.cancel_scope.cancel()
 
             async def run() -> None:
-                result.append(await self._turn_or_error(turn, say))
+                try:
+                    result.append(await self._turn(turn, say))
+                except BoxmakerError as exc:
+                    failed.append(exc)
                 nursery.cancel_scope.cancel()
 
             nursery.start_soon(watch_client)
@@ -308,28 +337,22 @@ class LoopDaemon:
             log.info("conversation %s: bxctl went away; the turn was cancelled",
                      say.conversation)
             return None
+        if failed:
+            raise failed[0]
         return result[0] if result else None
 
-    async def _turn_or_error(self, turn: Turn, say: SayRequest) -> Any:
+    async def _turn(self, turn: Turn, say: SayRequest) -> Any:
         # A server that stopped answering since the start (an inferproxy that
         # restarts for ever, its connections queued) would hold the chat request
         # for first_event_timeout_s; /health answers at once or within its 10 s.
-        try:
-            await self.llama.health()
-        except InferenceError as exc:
-            return error_answer("inference_unavailable", exc.message)
+        await self.llama.health()
         if self.slot_owner != say.conversation:
             await self._slot_for(say.conversation)
         try:
             done = await turn.run(say.conversation, say.text)
-        except CoreUnreadable as exc:
-            return error_answer("core_unreadable", shown(str(exc), exc))
-        except InferenceError as exc:
-            return error_answer("inference_unavailable", exc.message)
-        except (TurnTimeout, ConversationDamaged, EventTooLarge) as exc:
-            return error_answer("turn_failed", str(exc))
         except OSError as exc:
-            return error_answer("turn_failed", f"the conversation cannot be written ({exc})")
+            raise ConversationUnwritable(
+                f"the conversation cannot be written ({exc})") from exc
         await self._save_slot(say.conversation)
         return done
 
@@ -345,7 +368,8 @@ async def serve(
     try:
         activated = _sd.unix_listener(_sd.listen_fds(), "loop")
     except _sd.ActivationError as exc:
-        raise StartFailed(shown(f"loopd: {exc}", StartFailed, joiner=" ")) from exc
+        raise StartFailed(
+            "loopd", shown(f"loopd: {exc}", StartFailed, joiner=" ", shown_by="loopd")) from exc
     if activated is not None:
         listener = activated
     else:
@@ -355,7 +379,8 @@ async def serve(
             listener = bind_unix_listener(config.socket, shared_dir=shared, open_socket=shared,
                                           own_uid=own)
         except SocketSetupError as exc:
-            raise StartFailed(shown(f"loopd: {exc}", StartFailed, joiner=" ")) from exc
+            raise StartFailed(
+                "loopd", shown(f"loopd: {exc}", StartFailed, joiner=" ", shown_by="loopd")) from exc
     listener.setblocking(False)
     trio_listener = trio.socket.from_stdlib_socket(listener)
     with trio_listener:
@@ -383,7 +408,8 @@ async def answer_waiting_clients(listener: trio.socket.SocketType, config: Loopd
     by the same shell: the owner's uid, a valid frame) is answered
     ``inference_unavailable`` with `reason`, and its runbook pointer.
     """
-    answer = error_answer("inference_unavailable", reason)
+    answer = answer_of(InferenceError(reason))
+    assert answer is not None
 
     async def refuse(stream: trio.SocketStream, peer: PeerCred,
                      request: LoopRequest) -> None:

@@ -11,10 +11,11 @@ import click
 import trio
 
 from .. import _trio_run
+from .._errors import StartFailed
 from .._sockets import _sd
 from ..proto._escape import escape_text
 from ._command import Failed, config_option, load_or_fail
-from ._serve import StartFailed, serve
+from ._serve import serve
 
 
 async def _serve_until_signal(config_path: Path | None) -> None:

@@ -108,6 +108,10 @@ def text_for_model(code: str) -> str:
 class CoreUnreadable(ConfigurationError):
     """core.md exists but cannot be read as UTF-8."""
 
+    wire_code = "core_unreadable"
+    runbook = "docs/runbook.md#core-unreadable"
+    answer_shows_runbook = True
+
 
 def read_core(path: Path) -> str | None:
     """The owner's standing instructions; missing means none."""
@@ -188,6 +192,8 @@ class _Clock:
 
 class TurnTimeout(UnavailableError):
     """The whole turn ran past `turn_timeout_s` (approval waits not counted)."""
+
+    wire_code = "turn_failed"
 
 
 @attrs.define

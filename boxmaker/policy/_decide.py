@@ -1,15 +1,15 @@
 """`decide` and `redecide`: 03-policy D1..D8, pure (no I/O, no clock).
 
-The rules are applied by `judge` (`_verdict.py`); `decide` puts its verdict
-into words: a `Decision` (allowed, or denied with a code) or an `Ask`, each
-with the reason a person reads.
+The rules are applied by `judge` (`_verdict.py`); `decide` makes of its
+verdict a `Decision` (allowed, or denied with a code) or an `Ask`, each with
+the reason a person reads, put into words (`_reason`) when first read.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from .._error_table import DENIAL_RUNBOOKS, see
 from ..proto._taint import Taint
@@ -19,14 +19,13 @@ from ._decision import (
     Ask,
     CallLike,
     Decision,
-    DenialCode,
     Denied,
     ProtectedPaths,
-    _build,
+    _new,
 )
 from ._load import GrantsMissing
 from ._model import GrantState, InvalidGrantSet
-from ._verdict import judge
+from ._verdict import Match, Verdict, judge
 
 
 def _q(value: str) -> str:
@@ -57,38 +56,6 @@ def decide(
     return _decide(call.tool, call.args, taint, grants, protected)
 
 
-def _denied(
-    tool: str,
-    parsed: ParsedArgs | None,
-    code: DenialCode,
-    reason: str,
-    *,
-    taint: Taint,
-    digest: str,
-    **extra: Any,
-) -> Decision:
-    fields: dict[str, Any] = {
-        "grant": None,
-        "grant_entry": None,
-        "private_network": False,
-        "label": None,
-        "untrusted": None,
-        "matched": (),
-        "applicable": (),
-    }
-    fields.update(extra)
-    return _build(
-        Decision,
-        tool=tool,
-        args=parsed,
-        outcome=Denied(code=code, reason=reason),
-        reason=reason,
-        state=taint,
-        grants_digest=digest,
-        **fields,
-    )
-
-
 def _invalid_reason(grants: InvalidGrantSet) -> str:
     if grants.missing:
         return (
@@ -103,57 +70,37 @@ def _invalid_reason(grants: InvalidGrantSet) -> str:
     )
 
 
-def _decide(
-    tool: str,
-    raw_args: Mapping[str, Any],
-    taint: Taint,
-    grants: GrantState,
-    protected: ProtectedPaths,
-) -> Decision | Ask:
-    """`judge`, and the verdict in words."""
-    digest = grants.digest
-    verdict = judge(tool, raw_args, taint, grants, protected)
+def _reason(tool: str, verdict: Verdict, taint: Taint, grants: GrantState | None) -> str:
+    """The verdict in words, for a person."""
     code = verdict.code
     parsed = verdict.parsed
-
-    def deny(reason: str, **extra: Any) -> Decision:
-        assert code is not None
-        return _denied(tool, parsed, code, reason, taint=taint, digest=digest, **extra)
-
     # D0..D2b: refused before any grant is looked at.
     if code == "grants_invalid":
         assert isinstance(grants, InvalidGrantSet)
-        return deny(_invalid_reason(grants))
+        return _invalid_reason(grants)
     if code == "unknown_tool":
-        return deny(f"unknown tool {_q(tool)}; the tools are {', '.join(CATALOGUE.names)}")
+        return f"unknown tool {_q(tool)}; the tools are {', '.join(CATALOGUE.names)}"
     if code == "bad_args":
-        return deny(verdict.detail)
+        return verdict.detail
     assert parsed is not None
     if code == "protected":
-        return deny(
+        return (
             f"{parsed.path} is one of boxmaker's protected paths (under {verdict.detail}); "
             "no grant can cover it"
         )
     subject = _subject(tool, parsed)
-    lists = {
-        "matched": verdict.matched_ids,
-        "applicable": verdict.applicable_ids,
-        "label": verdict.label,
-        "untrusted": verdict.untrusted,
-    }
     # D7: nothing applies.
     if code == "taint":
         limits = ", ".join(
             f"{grant.id} (max_label {grant.max_label})"
             for grant in sorted((m[0] for m in verdict.matched), key=lambda g: g.id)
         )
-        return deny(
+        return (
             f"the session's label is {taint.label}; the grants that cover "
-            f"{subject} apply only up to: {limits}",
-            **lists,
+            f"{subject} apply only up to: {limits}"
         )
     if code == "no_grant":
-        return deny(f"no grant covers {subject}", **lists)
+        return f"no grant covers {subject}"
     # D5 + D6: the winner.
     winner = verdict.winner
     mode = verdict.mode
@@ -165,33 +112,89 @@ def _decide(
         else (f"when_untrusted {mode}: the session is untrusted")
     )
     entry = f", entry {winner_entry}" if winner_entry is not None else ""
-    win = {"grant": grant.id, "grant_entry": winner_entry, "private_network": grant.private_network}
     if mode == "deny":
-        return deny(f"grant {grant.id} denies {subject} ({how}{entry})", **lists, **win)
+        return f"grant {grant.id} denies {subject} ({how}{entry})"
     if mode == "ask":
-        return _build(
-            Ask,
-            tool=tool,
-            raw_args=raw_args,
-            args=parsed,
-            reason=f"grant {grant.id} asks the owner before {subject} ({how}{entry})",
-            state=taint,
-            grants_digest=digest,
-            protected=protected,
-            **lists,
-            **win,
-        )
-    return _build(
-        Decision,
-        tool=tool,
-        args=parsed,
-        outcome=Allowed(),
-        reason=f"grant {grant.id} allows {subject} ({how}{entry})",
-        state=taint,
-        grants_digest=digest,
-        **lists,
-        **win,
-    )
+        return f"grant {grant.id} asks the owner before {subject} ({how}{entry})"
+    return f"grant {grant.id} allows {subject} ({how}{entry})"
+
+
+def _ids(found: list[Match]) -> tuple[str, ...]:
+    if not found:
+        return ()
+    if len(found) == 1:
+        return (found[0][0].id,)
+    return tuple(sorted(m[0].id for m in found))
+
+
+class _Words:
+    """The lazy fields of one decision (`_decision.Words`), each made when first read."""
+
+    __slots__ = ("_reason", "grants", "taint", "tool", "verdict")
+
+    def __init__(self, tool: str, verdict: Verdict, taint: Taint,
+                 grants: GrantState | None) -> None:
+        self.tool = tool
+        self.verdict = verdict
+        self.taint = taint
+        self.grants = grants
+        """Only for `grants_invalid`'s words (an Ask does not keep a grant set alive)."""
+        self._reason: str | None = None
+
+    def reason(self) -> str:
+        if self._reason is None:
+            self._reason = _reason(self.tool, self.verdict, self.taint, self.grants)
+        return self._reason
+
+    def __call__(self, name: str) -> Any:
+        verdict = self.verdict
+        if name == "reason":
+            return self.reason()
+        if name == "matched":
+            return _ids(verdict.matched)
+        if name == "applicable":
+            return _ids(verdict.applicable)
+        if name == "outcome" and verdict.code is not None:  # an allowed one has its own
+            return Denied(code=verdict.code, reason=self.reason())
+        raise AttributeError(name)
+
+
+_ALLOWED: Final = Allowed()
+
+
+def _decide(
+    tool: str,
+    raw_args: Mapping[str, Any],
+    taint: Taint,
+    grants: GrantState,
+    protected: ProtectedPaths,
+) -> Decision | Ask:
+    """`judge`, and the verdict's facts; its words wait for a reader (`_Words`)."""
+    verdict = judge(tool, raw_args, taint, grants, protected)
+    code = verdict.code
+    winner = verdict.winner
+    words = _Words(tool, verdict, taint, grants if code == "grants_invalid" else None)
+    if winner is None:  # D0..D2b, D7
+        return _new(Decision, {
+            "tool": tool, "args": verdict.parsed, "grant": None, "grant_entry": None,
+            "private_network": False, "label": verdict.label, "untrusted": verdict.untrusted,
+            "state": taint, "grants_digest": grants.digest, "_code": code, "_words": words,
+        })
+    grant, entry, _ = winner
+    fields: dict[str, Any] = {
+        "tool": tool, "args": verdict.parsed, "grant": grant.id, "grant_entry": entry,
+        "private_network": grant.private_network, "label": verdict.label,
+        "untrusted": verdict.untrusted, "state": taint, "grants_digest": grants.digest,
+        "_words": words,
+    }
+    if verdict.mode == "ask":
+        fields["raw_args"] = raw_args
+        fields["protected"] = protected
+        return _new(Ask, fields)
+    fields["_code"] = code
+    if code is None:
+        fields["outcome"] = _ALLOWED
+    return _new(Decision, fields)
 
 
 def redecide(
@@ -200,22 +203,22 @@ def redecide(
     """The owner approved `ask`: decide again now; still allow or ask runs the call."""
     again = _decide(ask.tool, ask.raw_args, taint_now, grants_now, protected)
     if isinstance(again, Ask) or again.allowed:
-        return _build(
-            Decision,
-            tool=ask.tool,
-            args=again.args,
-            outcome=Allowed(),
-            reason=f"approved by the owner; re-decided: {again.reason}",
-            grant=again.grant,
-            grant_entry=again.grant_entry,
-            private_network=again.private_network,
-            label=again.label,
-            untrusted=again.untrusted,
-            state=taint_now,
-            matched=again.matched,
-            applicable=again.applicable,
-            grants_digest=again.grants_digest,
-        )
+        return _new(Decision, {
+            "tool": ask.tool,
+            "args": again.args,
+            "outcome": _ALLOWED,
+            "reason": f"approved by the owner; re-decided: {again.reason}",
+            "grant": again.grant,
+            "grant_entry": again.grant_entry,
+            "private_network": again.private_network,
+            "label": again.label,
+            "untrusted": again.untrusted,
+            "state": taint_now,
+            "matched": again.matched,
+            "applicable": again.applicable,
+            "grants_digest": again.grants_digest,
+            "_code": None,
+        })
     if again.code == "grants_invalid":
         return again
     changes: list[str] = []
@@ -231,18 +234,19 @@ def redecide(
         changes.append("the protected paths")
     what = " and ".join(changes) if changes else "nothing that can be named"
     reason = f"changed since the approval was asked: {what}; now: {again.reason}"
-    return _denied(
-        ask.tool,
-        again.args,
-        "changed",
-        reason,
-        taint=taint_now,
-        digest=again.grants_digest,
-        grant=again.grant,
-        grant_entry=again.grant_entry,
-        private_network=again.private_network,
-        label=again.label,
-        untrusted=again.untrusted,
-        matched=again.matched,
-        applicable=again.applicable,
-    )
+    return _new(Decision, {
+        "tool": ask.tool,
+        "args": again.args,
+        "outcome": Denied(code="changed", reason=reason),
+        "reason": reason,
+        "grant": again.grant,
+        "grant_entry": again.grant_entry,
+        "private_network": again.private_network,
+        "label": again.label,
+        "untrusted": again.untrusted,
+        "state": taint_now,
+        "matched": again.matched,
+        "applicable": again.applicable,
+        "grants_digest": again.grants_digest,
+        "_code": "changed",
+    })

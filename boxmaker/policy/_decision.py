@@ -1,21 +1,24 @@
 """`Decision` and `Ask`: built only by `decide`/`redecide` (01-architecture).
 
-Both constructors check a private construction token held in a context
-variable that only this package sets while it builds one, so a handler
-elsewhere cannot make up its own "allowed": calling `Decision(...)` or
-`attrs.evolve(decision, ...)` outside the policy raises TypeError.  (A guard
-against mistakes, not against hostile code: Python cannot stop
-`object.__new__`.)
+Their constructors always raise TypeError: the policy builds one without
+calling them (`_new`), so a handler elsewhere cannot make up its own
+"allowed": calling `Decision(...)` or `attrs.evolve(decision, ...)` outside
+the policy raises TypeError.  (A guard against mistakes, not against hostile
+code: Python cannot stop `object.__new__`.)
+
+The words are built when someone reads them (issue 23): `decide` stores the
+verdict's facts and a formatter; the reason, the matched and applicable ids
+and a denial's outcome are each made on their first read, stored, and are
+then plain attributes.  Equality, `repr` and `attrs.fields` see the
+same fields as before.
 """
 
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable, Iterable, Mapping
 from os import PathLike, fsdecode
-from typing import Any, Final, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeVar
 
 import attrs
 
@@ -104,27 +107,30 @@ class ProtectedPaths:
 
 NO_PROTECTED_PATHS: Final = ProtectedPaths(paths=())
 
-_TOKEN: Final = object()
-_builder: ContextVar[object] = ContextVar("boxmaker_policy_builder", default=None)
-
 T = TypeVar("T")
 
+Words = Callable[[str], Any]
+"""The formatter of a decision's words: the value of a lazy field (`_LAZY`) by name;
+AttributeError for a field it does not make."""
 
-@contextmanager
-def _building() -> Iterator[None]:
-    reset = _builder.set(_TOKEN)
-    try:
-        yield
-    finally:
-        _builder.reset(reset)
+_LAZY: Final = frozenset({"outcome", "reason", "matched", "applicable"})
 
 
 def _guard(name: str) -> None:
-    if _builder.get() is not _TOKEN:
-        raise TypeError(f"a {name} is built only by boxmaker.policy.decide/redecide")
+    raise TypeError(f"a {name} is built only by boxmaker.policy.decide/redecide")
 
 
-@attrs.frozen(kw_only=True)
+def _lazy(obj: object, name: str) -> Any:
+    """A lazy field's value, made on its first read and then stored."""
+    state = obj.__dict__
+    words: Words | None = state.get("_words")
+    if words is None or name not in _LAZY:
+        raise AttributeError(f"{type(obj).__name__!r} object has no attribute {name!r}")
+    value = state[name] = words(name)
+    return value
+
+
+@attrs.frozen(kw_only=True, slots=False)
 class Decision:
     """The final word on a call: allowed, or denied with a code and a reason."""
 
@@ -151,13 +157,19 @@ class Decision:
     def __attrs_post_init__(self) -> None:
         _guard("Decision")
 
+    if not TYPE_CHECKING:  # mypy keeps checking every other attribute name
+        def __getattr__(self, name: str) -> Any:
+            return _lazy(self, name)
+
     @property
     def allowed(self) -> bool:
-        return isinstance(self.outcome, Allowed)
+        return self.code is None
 
     @property
     def code(self) -> DenialCode | None:
-        return self.outcome.code if isinstance(self.outcome, Denied) else None
+        """The denial code (read without making the words)."""
+        code: DenialCode | None = self.__dict__["_code"]
+        return code
 
     @property
     def runbook(self) -> str | None:
@@ -167,7 +179,7 @@ class Decision:
         return None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=False)
 class Ask:
     """A call that waits for the owner; it becomes a Decision only through `redecide`."""
 
@@ -191,8 +203,14 @@ class Ask:
     def __attrs_post_init__(self) -> None:
         _guard("Ask")
 
+    if not TYPE_CHECKING:
+        def __getattr__(self, name: str) -> Any:
+            return _lazy(self, name)
 
-def _build(cls: type[T], **fields: Any) -> T:
-    """Construct a Decision or an Ask (this package only)."""
-    with _building():
-        return cls(**fields)
+
+def _new(cls: type[T], fields: dict[str, Any]) -> T:
+    """A Decision or an Ask with these fields, and `_words` for the lazy ones; a
+    Decision also takes `_code` (this package only)."""
+    made = object.__new__(cls)
+    made.__dict__.update(fields)
+    return made

@@ -22,6 +22,8 @@ import tomllib
 from collections.abc import Iterator
 from typing import Any, Final
 
+from .._errors import InternalSignal
+
 _STRING: Final = r'"[^"\\\x00-\x1f\x7f]*"'
 """A basic string without escapes or control characters (tab included)."""
 
@@ -50,7 +52,7 @@ WORDS: Final = frozenset({"tool", "mode", "label", "max_label", "when_untrusted"
 every grant (100,000 grants hold one "read_file", not 100,000)."""
 
 
-class NotPlain(Exception):
+class NotPlain(InternalSignal):
     """The text has another shape than the plain one: read it with tomllib."""
 
 

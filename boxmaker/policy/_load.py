@@ -28,6 +28,8 @@ Fingerprint = tuple[tuple[bytes, int, int, int, int, int], ...]
 class GrantsMissing(ConfigurationError):
     """The grants directory does not exist (an environment problem)."""
 
+    runbook = "docs/runbook.md#grants-missing"
+
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         super().__init__(

@@ -8,7 +8,9 @@ AssertionError) and must never be turned into a DecodeError.
 
 from __future__ import annotations
 
-from .._errors import PeerError
+from typing import ClassVar
+
+from .._errors import ErrorCode, PeerError
 
 
 class ProtoError(PeerError):
@@ -21,6 +23,9 @@ class DecodeError(ProtoError):
     The message never quotes the input unescaped; `path` names where in the
     document the problem sits (``$.call.args``), when known.
     """
+
+    wire_code: ClassVar[ErrorCode | None] = "bad_frame"
+    runbook = "docs/runbook.md#bad-frame"
 
     def __init__(self, message: str, *, path: str | None = None) -> None:
         self.message = message

@@ -18,9 +18,9 @@ import trio
 
 from .. import __version__
 from .._brokerd_config import BrokerdConfig
-from .._brokerd_config import ConfigError as BrokerdConfigError
 from .._brokerd_config import load_config as load_brokerd_config
 from .._error_table import ERROR_RUNBOOKS, shown
+from .._errors import ConfigError
 from .._paths import boxmaker_home
 from .._qr import terminal_qr
 from ._home import brokerd_toml, write_starter_home
@@ -169,7 +169,7 @@ def _brokerd_settings(home: Path) -> BrokerdConfig | None:
     could not use it either."""
     try:
         return load_brokerd_config(home / "brokerd.toml")
-    except BrokerdConfigError:
+    except ConfigError:
         return None
 
 

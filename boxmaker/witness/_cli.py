@@ -11,11 +11,12 @@ import trio
 
 from .. import _trio_run
 from .._error_table import condition, shown
+from .._errors import ConfigError
 from .._keyfile import KeyFileError, load_key
 from .._sockets._sd import notify
 from .._state_files import NotRegularFile
 from ..proto.tlog import TYPE_COSIGNATURE_V1, Signer
-from ._config import WitnessConfig, WitnessConfigError, load_witness_config
+from ._config import WitnessConfig, load_witness_config
 from ._serve import serve
 from ._store import StateDamaged
 
@@ -32,7 +33,7 @@ def _fail(message: str) -> None:
 def _load(config_path: Path) -> tuple[WitnessConfig, Signer]:
     try:
         config = load_witness_config(config_path)
-    except WitnessConfigError as exc:
+    except ConfigError as exc:
         _fail(f"the config is not valid: {exc}")
         raise AssertionError from None  # pragma: no cover
     try:

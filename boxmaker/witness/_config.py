@@ -19,7 +19,7 @@ from pathlib import Path
 
 import attrs
 
-from .._errors import ConfigurationError
+from .._errors import ConfigError
 from .._paths import absolute
 from .._toml import TomlFileError, read_toml
 from ..proto.tlog import (
@@ -34,10 +34,6 @@ from ..proto.tlog import (
 
 MAX_LOGS = 1000
 _LISTEN = re.compile(r"(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})")
-
-
-class WitnessConfigError(ConfigurationError):
-    """witness.toml is missing, unreadable or not valid."""
 
 
 @attrs.frozen(kw_only=True)
@@ -69,7 +65,7 @@ class WitnessConfig:
 def parse_listen(text: str) -> tuple[str, int]:
     match = _LISTEN.fullmatch(text)
     if match is None or not 0 <= int(match.group(2)) <= 65535:
-        raise WitnessConfigError(f"listen: {text!r} is not address:port")
+        raise ConfigError("witness", f"listen: {text!r} is not address:port")
     return match.group(1).strip("[]"), int(match.group(2))
 
 
@@ -77,10 +73,10 @@ def resolve(raw: WitnessFile, source: Path) -> WitnessConfig:
     try:
         check_key_name(raw.name)
     except NoteError as exc:
-        raise WitnessConfigError(f"name: {exc}") from exc
+        raise ConfigError("witness", f"name: {exc}") from exc
     host, port = parse_listen(raw.listen)
     if len(raw.log) > MAX_LOGS:
-        raise WitnessConfigError(f"log: at most {MAX_LOGS} logs")
+        raise ConfigError("witness", f"log: at most {MAX_LOGS} logs")
     logs: dict[str, list[VerifierKey]] = {}
     for index, table in enumerate(raw.log):
         where = f"log[{index}]"
@@ -88,13 +84,13 @@ def resolve(raw: WitnessFile, source: Path) -> WitnessConfig:
             check_origin(table.origin)
             key = parse_verifier_key(table.key)
         except (CheckpointError, NoteError) as exc:
-            raise WitnessConfigError(f"{where}: {exc}") from exc
+            raise ConfigError("witness", f"{where}: {exc}") from exc
         if key.key_type != TYPE_ED25519:
-            raise WitnessConfigError(f"{where}.key: a log's key is an Ed25519 (0x01) key")
+            raise ConfigError("witness", f"{where}.key: a log's key is an Ed25519 (0x01) key")
         logs.setdefault(table.origin, []).append(key)
     for text, what in ((raw.key_file, "key_file"), (raw.state, "state")):
         if not text or "\0" in text:
-            raise WitnessConfigError(f"{what}: not a path")
+            raise ConfigError("witness", f"{what}: not a path")
     base = absolute(source).parent
     return WitnessConfig(name=raw.name, key_file=absolute(base / raw.key_file),
                          state=absolute(base / raw.state), host=host, port=port,
@@ -105,5 +101,5 @@ def load_witness_config(path: Path) -> WitnessConfig:
     try:
         raw = read_toml(path, WitnessFile)
     except TomlFileError as exc:
-        raise WitnessConfigError(str(exc)) from exc
+        raise ConfigError("witness", str(exc)) from exc
     return resolve(raw, path)

@@ -10,7 +10,8 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from boxmaker.approvals._config import ApprovalsFile, ConfigError, load_config, resolve
+from boxmaker._errors import ConfigError
+from boxmaker.approvals._config import ApprovalsFile, load_config, resolve
 from boxmaker.approvals._history import LogTail, TaintHistory
 from boxmaker.approvals._sessions import IDLE_SECONDS, LOGIN_SECONDS, Sessions, cookie_value
 from boxmaker.approvals._tls import ensure_local_ca

@@ -110,7 +110,8 @@ def test_a_deleted_key_is_not_replaced_silently() -> None:
 
 
 def test_checkpoints_table_is_strict(tmp_path: Path) -> None:
-    from boxmaker._brokerd_config import ConfigError, parse_config
+    from boxmaker._brokerd_config import parse_config
+    from boxmaker._errors import ConfigError
     from tests.fakes.tlog import log_signer, witness_signer
 
     home = f'home = "{tmp_path}"\n'

@@ -124,7 +124,7 @@ async def test_settle_raises_the_taint_as_it_is_now(tmp_path: Path) -> None:
     assert call_record[-1].state == Taint(label="private", untrusted=True)
     assert isinstance(nothing.reply, Run)
     reply = await ledger.not_run(nothing.call, "the queue is full")
-    assert isinstance(reply, AnswerError) and reply.code == "runner_unavailable"
+    assert isinstance(reply, AnswerError) and reply.error.wire_code == "runner_unavailable"
     kept = ledger.taint_of("s1")
     assert kept == Taint(label="private", untrusted=True)
     results = [r.event for r in lines(tmp_path) if type(r.event).__name__ == "ResultRecord"]
@@ -192,8 +192,9 @@ async def test_unavailable_is_sticky_and_nothing_is_answered_as_recorded(tmp_pat
     await decide(ledger)
     for mode in ("allow", "ask", "deny"):
         opened = await decide(ledger, mode)
-        assert isinstance(opened.reply, AnswerError) and opened.reply.code == "audit_unavailable"
-        assert "No space left on device" in opened.reply.message
+        assert isinstance(opened.reply, AnswerError)
+        assert opened.reply.error.wire_code == "audit_unavailable"
+        assert "No space left on device" in str(opened.reply.error)
         assert opened.approval is None
     with pytest.raises(AuditUnavailable):
         await ledger.record([])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from boxmaker.brokerd._call_errors import RunnerUnavailable
 from boxmaker.brokerd._lifecycle import (
     TERMINAL,
     TRANSITIONS,
@@ -162,9 +163,8 @@ def test_a_result_raises_the_taint_as_it_is_now() -> None:
 
 
 @pytest.mark.parametrize(("status", "reply"), [
-    ("runner_unavailable", AnswerError(
-        code="runner_unavailable",
-        message="brokerd: no podman; nothing ran. See docs/runbook.md#runner-unavailable")),
+    ("runner_unavailable", AnswerError(error=RunnerUnavailable(
+        "brokerd: no podman; nothing ran. See docs/runbook.md#runner-unavailable"))),
     ("unsafe_target", AnswerDenied(code="unsafe_target", reason="no podman",
                                    grant="echo-allow")),
 ])

@@ -195,7 +195,7 @@ def step_world(world: World, action: str, index: int, pick: int) -> None:
 
 
 def _unrecorded(reply: Any) -> bool:
-    return isinstance(reply, AnswerError) and reply.code == "audit_unavailable"
+    return isinstance(reply, AnswerError) and reply.error.wire_code == "audit_unavailable"
 
 
 def check(world: World) -> None:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from boxmaker.bxctl._config import ConfigError, load_config
+from boxmaker._errors import ConfigError
+from boxmaker.bxctl._config import load_config
 
 
 def test_no_file_means_every_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

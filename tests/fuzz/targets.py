@@ -24,8 +24,8 @@ import h11
 import trio
 import trio.testing
 
-from boxmaker._brokerd_config import ConfigError as BrokerdConfigError
 from boxmaker._brokerd_config import parse_config as parse_brokerd_config
+from boxmaker._errors import ConfigError
 from boxmaker._http import ChatAssembler, InferenceError, decode_chunk
 from boxmaker._http._chunked import ChunkedDecoder, ChunkedError
 from boxmaker._http._sse import SSEError, SSEEvent, SSEParser
@@ -33,12 +33,10 @@ from boxmaker._toml import TomlFileError, parse_toml
 from boxmaker.brokerd._state import parse_state
 from boxmaker.brokerd.runner._egress import EgressProxy, Seal
 from boxmaker.bxctl._config import BxctlFile
-from boxmaker.inferproxy._config import ConfigError as InferproxyConfigError
 from boxmaker.inferproxy._config import InferproxyFile
 from boxmaker.inferproxy._config import resolve as resolve_inferproxy
 from boxmaker.inferproxy._proxy import _framing as request_framing
 from boxmaker.inferproxy._rules import HOP_BY_HOP, is_forwarded, upstream_request_headers
-from boxmaker.loopd._config import ConfigError as LoopdConfigError
 from boxmaker.loopd._config import LoopdFile
 from boxmaker.loopd._config import resolve as resolve_loopd
 from boxmaker.loopd._conversations import Message
@@ -290,7 +288,7 @@ def grants(data: bytes) -> None:
 def config_brokerd(data: bytes) -> None:
     try:
         parse_brokerd_config(data, Path("/etc/boxmaker/brokerd.toml"), own_uid=1000)
-    except BrokerdConfigError:
+    except ConfigError:
         return
 
 
@@ -298,7 +296,7 @@ def config_brokerd(data: bytes) -> None:
 def config_loopd(data: bytes) -> None:
     try:
         resolve_loopd(parse_toml(data, LoopdFile), Path("/etc/boxmaker/loopd.toml"))
-    except (TomlFileError, LoopdConfigError):
+    except (TomlFileError, ConfigError):
         return
 
 
@@ -306,7 +304,7 @@ def config_loopd(data: bytes) -> None:
 def config_inferproxy(data: bytes) -> None:
     try:
         resolve_inferproxy(parse_toml(data, InferproxyFile), Path("/etc/boxmaker/inferproxy.toml"))
-    except (TomlFileError, InferproxyConfigError):
+    except (TomlFileError, ConfigError):
         return
 
 

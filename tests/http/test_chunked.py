@@ -149,3 +149,16 @@ def test_garbage_same_verdict_as_h11(tokens: list[bytes], cuts: list[int]) -> No
     assert mine[1] == theirs[1]
     if mine[1] or not (mine[2] or theirs[2]):
         assert mine[0] == theirs[0]
+
+
+@pytest.mark.parametrize("size_line", [b"%x", b"%X", b"0%x", b"%020x", b"%021x", b"%x;ext=1",
+                                       b"%x \t"])
+@pytest.mark.parametrize("length", [1, 9, 10, 255, 2048, 2049, 70_000])
+def test_every_way_of_writing_a_size_matches_h11(size_line: bytes, length: int) -> None:
+    # the fast path takes canonical sizes by table (up to 2,048), by formatting, or
+    # by parsing; any other way of writing one goes the long way, with h11's verdict
+    data = (b"d" * (length - 1)) + b"\n"
+    chunk = size_line % length + b"\r\n" + data + b"\r\n"
+    body = chunk * 3 + b"0\r\n\r\n"
+    assert ours([body]) == h11_outcome(body)
+    assert ours([chunk * 2, chunk + b"0\r\n\r\n"]) == h11_outcome(body)

@@ -252,3 +252,34 @@ def test_blank_line_at_the_start_of_a_chunk_ends_the_open_event() -> None:
     assert parser.feed(b"\n") == [SSEEvent(data="z")]
     assert parser.feed(b"data: a\ndata: b\n\n\n\nevent: e\n\n") == [
         SSEEvent(data="a\nb"), SSEEvent(data=None, event="e")]
+
+
+FAST_ALPHABET = [b"data: ", b"data: x", b"\n\n", b"\n", b"\r\n", b"x", b"data: [DONE]",
+                 b'{"error"', b": ping", b"data:", b"\n\ndata: ", b"event: e"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    tokens=st.lists(st.sampled_from(FAST_ALPHABET), max_size=60),
+    cuts=st.lists(st.integers(min_value=1, max_value=300), max_size=6),
+)
+def test_near_the_fast_path_never_drops_or_invents(tokens: list[bytes], cuts: list[int]) -> None:
+    # shapes close to llama-server's (one data line per event), where the fast path
+    # takes a whole read at once or must step aside for the line-by-line one
+    stream = b"".join(tokens)
+    assert feed_all(split_at(stream, cuts)) == oracle(stream)
+
+
+@pytest.mark.parametrize("size", [11, 12, 13, 22, 23, 24])
+def test_the_fast_path_keeps_the_event_limit(size: int) -> None:
+    stream = b"data: aaaa\n\ndata: bbbb\n\n"  # 12 bytes per event, 24 in all
+    whole = SSEParser(max_event_bytes=size)
+    bytewise = SSEParser(max_event_bytes=size)
+
+    def run(parser: SSEParser, pieces: list[bytes]) -> list[SSEEvent] | str:
+        try:
+            return [event for piece in pieces for event in parser.feed(piece)]
+        except SSEError:
+            return "refused"
+
+    assert run(whole, [stream]) in (run(bytewise, [bytes([b]) for b in stream]), "refused")

@@ -18,13 +18,13 @@ import pytest
 import trio
 import trustme
 
+from boxmaker._errors import StartFailed
 from boxmaker._http import Endpoint
 from boxmaker._http.client import fetch
 from boxmaker.inferproxy import _serve
 from boxmaker.inferproxy._config import InferproxyConfig, Upstream
 from boxmaker.inferproxy._proxy import ProxySettings
 from boxmaker.inferproxy._serve import (
-    StartFailed,
     bind_listener,
     open_listener,
     prepare,

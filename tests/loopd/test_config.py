@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from boxmaker._errors import ConfigError
 from boxmaker._http import Endpoint
-from boxmaker.loopd._config import DEFAULT_TOOLS, ConfigError, load_config
+from boxmaker.loopd._config import DEFAULT_TOOLS, load_config
 
 FULL = """
 home = "{home}"

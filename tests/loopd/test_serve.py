@@ -18,12 +18,12 @@ import pytest
 import trio
 import trio.testing
 
+from boxmaker._errors import StartFailed
 from boxmaker._sockets._streams import receive_frame, send_frame
 from boxmaker.loopd._config import LoopdConfig, load_config
 from boxmaker.loopd._serve import (
     InferenceStartFailed,
     LoopDaemon,
-    StartFailed,
     answer_waiting_clients,
     serve,
 )

@@ -113,3 +113,36 @@ def test_a_computed_table_entry_fails(tmp_path: Path) -> None:
     result = run(root)
     assert result.returncode == 1
     assert "_error_table.py:6: computed runbook pointer" in result.stdout
+
+
+CLASS_SHAPE = (
+    "class ThingBroke(UnavailableError):\n"
+    '    """The thing broke."""\n'
+    "\n"
+    '    wire_code = "thing_broke"\n'
+    '    runbook = "docs/runbook.md#thing-broke"\n'
+    '    runbook_shown_by = {"otherd": "docs/runbook.md#otherd-thing-broke"}\n'
+)
+
+
+def test_the_pointers_of_the_error_classes_are_read_from_the_classes(tmp_path: Path) -> None:
+    """Issue 24 item 1: each error class carries its pointer; the script reads it there."""
+    root = make_tree(tmp_path, CLASS_SHAPE, "# R\n\n## thing-broke\n\n## otherd-thing-broke\n")
+    result = run(root)
+    assert result.returncode == 0, result.stdout
+
+
+def test_an_error_class_pointing_nowhere_is_named(tmp_path: Path) -> None:
+    code = CLASS_SHAPE.replace("#otherd-thing-broke", "#otherd-thing-brok")
+    root = make_tree(tmp_path, code, "# R\n\n## thing-broke\n\n## otherd-thing-broke\n")
+    result = run(root)
+    assert result.returncode == 1
+    assert "mod.py:6: class ThingBroke: pointer to #otherd-thing-brok" in result.stdout
+
+
+def test_an_error_class_with_a_computed_pointer_is_named(tmp_path: Path) -> None:
+    code = CLASS_SHAPE.replace('"docs/runbook.md#thing-broke"', 'ANCHOR + "x"')
+    root = make_tree(tmp_path, code, "# R\n\n## thing-broke\n\n## otherd-thing-broke\n")
+    result = run(root)
+    assert result.returncode == 1
+    assert "mod.py:5: class ThingBroke: its runbook pointer is not a literal" in result.stdout

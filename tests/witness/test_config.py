@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from boxmaker._errors import ConfigError
 from boxmaker.proto.tlog._note import TYPE_COSIGNATURE_V1, Signer
 from boxmaker.witness._config import (
     MAX_LOGS,
-    WitnessConfigError,
     load_witness_config,
     parse_listen,
 )
@@ -66,26 +66,26 @@ def test_two_keys_for_one_origin_and_absolute_paths(tmp_path: Path) -> None:
     (('listen = "127.0.0.1:8440"', 'listen = 8440'), "listen"),
 ])
 def test_invalid_configs(tmp_path: Path, change: tuple[str, str], why: str) -> None:
-    with pytest.raises(WitnessConfigError, match=why.replace("[", r"\[")):
+    with pytest.raises(ConfigError, match=why.replace("[", r"\[")):
         load_witness_config(write(tmp_path, BASE.replace(*change)))
 
 
 def test_a_cosignature_key_is_not_a_log_key(tmp_path: Path) -> None:
     witness_key = Signer.from_seed("w", TYPE_COSIGNATURE_V1, b"\x03" * 32).verifier.text()
-    with pytest.raises(WitnessConfigError, match="Ed25519"):
+    with pytest.raises(ConfigError, match="Ed25519"):
         load_witness_config(write(tmp_path, BASE.replace(LOG_KEY, witness_key)))
 
 
 def test_too_many_logs(tmp_path: Path) -> None:
     table = f'\n[[log]]\norigin = "{ORIGIN}"\nkey = "{LOG_KEY}"\n'
-    with pytest.raises(WitnessConfigError, match="at most"):
+    with pytest.raises(ConfigError, match="at most"):
         load_witness_config(write(tmp_path, BASE + table * MAX_LOGS))
 
 
 def test_missing_and_unreadable(tmp_path: Path) -> None:
-    with pytest.raises(WitnessConfigError):
+    with pytest.raises(ConfigError):
         load_witness_config(tmp_path / "absent.toml")
-    with pytest.raises(WitnessConfigError):
+    with pytest.raises(ConfigError):
         load_witness_config(write(tmp_path, "name = [unclosed"))
 
 
@@ -99,5 +99,5 @@ def test_parse_listen(text: str, parsed: tuple[str, int]) -> None:
 
 @pytest.mark.parametrize("text", ["", ":80", "h:", "h:123456", "h:65536", "a b:1", "::1:80"])
 def test_parse_listen_refuses(text: str) -> None:
-    with pytest.raises(WitnessConfigError):
+    with pytest.raises(ConfigError):
         parse_listen(text)

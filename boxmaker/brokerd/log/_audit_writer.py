@@ -59,17 +59,27 @@ WriteFn = Callable[[int, bytes], int]
 class AuditError(UnavailableError):
     """Base class: the audit log cannot be used."""
 
+    wire_code = "audit_unavailable"
+    runbook = "docs/runbook.md#audit-unavailable"
+    answer_shows_runbook = True
+
 
 class AuditLocked(AuditError):
     """Another writer holds the audit directory's lock (environment)."""
+
+    runbook = "docs/runbook.md#audit-locked"
 
 
 class AuditChainBroken(AuditError):
     """Start-up verification found an unaccepted failure (the log's content)."""
 
+    runbook = "docs/runbook.md#audit-chain-broken"
+
 
 class AuditUnavailable(AuditError):
     """A write, fsync or file rule failed; sticky until restart (environment)."""
+
+    runbook = "docs/runbook.md#audit-unavailable"
 
 
 def _unavailable(what: str) -> AuditUnavailable:

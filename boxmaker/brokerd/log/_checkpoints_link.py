@@ -53,6 +53,8 @@ STOP_PUSH_S = 3.0
 class CheckpointKeyProblem(ConfigurationError):
     """The checkpoint key is missing (for a non-empty log) or cannot be used."""
 
+    runbook = "docs/runbook.md#checkpoint-key-missing"
+
 
 @attrs.define
 class CheckpointsRuntime:

@@ -34,6 +34,9 @@ REQUIRED_CONTROLLERS = ("memory", "pids", "cpu")
 class PodmanCommandError(UnavailableError):
     """A podman command could not run or failed (the environment's fault)."""
 
+    wire_code = "runner_unavailable"
+    runbook = "docs/runbook.md#runner-unavailable"
+
 
 @attrs.frozen(kw_only=True)
 class PodmanCheck:

@@ -19,7 +19,11 @@ COMMANDS_UNCONFIGURED_REASON: Final = (
 
 class CommandsUnconfigured(UnavailableError):
     """run_command without `[commands]`: answered `runner_unavailable` with its own
-    pointer (12-tool-sources "Runbook anchors")."""
+    pointer (12-tool-sources "Runbook anchors"; the call's error is brokerd's
+    `_call_errors.CommandsUnconfigured`)."""
+
+    wire_code = "runner_unavailable"
+    runbook = "docs/runbook.md#commands-unconfigured"
 
 
 class RefusingRuntime:

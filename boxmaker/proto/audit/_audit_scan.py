@@ -49,12 +49,14 @@ from ._audit_rules import canonical_within
 # A JSON string exactly as the encoder writes it (ensure_ascii): printable
 # ASCII but `"` and `\`, the short escapes, \u escapes only for what has no
 # other form.  Surrogate escapes (\ud800..\udfff) never reach this pattern:
-# lines holding "\ud" take the strict path.
+# lines holding "\ud" take the strict path.  A run of plain characters is one
+# step of the matcher (`[...]++`), not one alternation per character; the
+# quantifiers are possessive since a plain run and an escape cannot overlap.
 _CHAR = (
-    r'(?:[ !#-\[\]-~]|\\["\\bfnrt]|\\u000[0-7bef]|\\u001[0-9a-f]|\\u007f'
+    r'(?:[ !#-\[\]-~]++|\\["\\bfnrt]|\\u000[0-7bef]|\\u001[0-9a-f]|\\u007f'
     r"|\\u00[89a-f][0-9a-f]|\\u0[1-9a-f][0-9a-f]{2}|\\u[1-9a-f][0-9a-f]{3})"
 )
-_STRING = f'"{_CHAR}*"'
+_STRING = f'"{_CHAR}*+"'
 # u64 up to 19 digits (all below 2**64); 20 digits take the strict path.
 _U64 = r"(?:0|[1-9][0-9]{0,18})"
 _TS = (

@@ -17,7 +17,8 @@ from typing import Any, Final, TypeVar, get_args
 
 import attrs
 
-from ... import _error_table
+from ... import _error_table, _errors
+from ..._errors import BoxmakerError
 from .._convert import U64_MAX, InvalidValue, structure, unstructure
 from .._errors import DecodeError
 from .._json import dumps_bytes, loads_object, type_word
@@ -30,14 +31,18 @@ VERSION: Final = 1
 class BadVersion(DecodeError):
     """A request whose ``v`` is not 1: answered with error ``bad_version``."""
 
+    wire_code = "bad_version"
+    runbook = "docs/runbook.md#bad-frame"
+
     def __init__(self, message: str, *, id: int | None) -> None:
         super().__init__(message, path="$.v")
         self.id = id
 
 
-# The codes and their runbook pointers live in the one error table
-# (boxmaker/_error_table.py); these names are kept for the sockets' modules.
-ErrorCode = _error_table.ErrorCode
+# The codes live with the error classes (boxmaker/_errors.py), their runbook
+# pointers in the one error table (boxmaker/_error_table.py); these names are
+# kept for the sockets' modules.
+ErrorCode = _errors.ErrorCode
 ERROR_CODES: Final[tuple[ErrorCode, ...]] = get_args(ErrorCode)
 ERROR_RUNBOOKS: Final = _error_table.ERROR_RUNBOOKS
 """02-wire "Errors": every error code and its runbook pointer (or None)."""
@@ -154,6 +159,18 @@ def error_answer(code: ErrorCode, message: str, runbook: str | None = None) -> E
     """An error answer with the runbook pointer of the error table (or `runbook`, a
     second pointer of that code given by its own class: #commands-unconfigured)."""
     return ErrorAnswer(code=code, message=message, runbook=runbook or ERROR_RUNBOOKS[code])
+
+
+def answer_of(error: BoxmakerError) -> ErrorAnswer | None:
+    """The answer a socket gives a raised error: its class's wire code, its
+    `answer_message`, the code's pointer.  None: the class is answered on no
+    socket (the caller lets it propagate)."""
+    code = error.wire_code
+    if code is None:
+        return None
+    # a second pointer of a code, given by its own class (#commands-unconfigured)
+    second: str | None = getattr(error, "answer_runbook", None)
+    return error_answer(code, error.answer_message(), second)
 
 
 def error_frame(id: int | None, code: ErrorCode, message: str, runbook: str | None) -> bytes:

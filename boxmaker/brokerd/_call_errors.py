@@ -1,0 +1,53 @@
+"""The errors a call of broker.sock is answered with (05-brokerd "Handling one call").
+
+The call table (`_lifecycle`) gives them in its error replies; broker.sock's
+handler raises them and answers them in one place, with the class's wire
+code.  Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from .._errors import UnavailableError
+
+__all__ = ["CallFailed", "CallNotRecorded", "CommandsUnconfigured", "RunnerUnavailable",
+           "runner_unavailable", "same_error"]
+
+
+class CallFailed(UnavailableError):
+    """A call the table answers with an error (raised by broker.sock's handler,
+    answered by its one translation with the class's code)."""
+
+
+class RunnerUnavailable(CallFailed):
+    """The runner could not run an allowed call; nothing ran."""
+
+    wire_code = "runner_unavailable"
+    runbook = "docs/runbook.md#runner-unavailable"
+
+
+class CommandsUnconfigured(RunnerUnavailable):
+    """run_command without `[commands]`: nothing ran (12-tool-sources "Runbook anchors")."""
+
+    runbook = "docs/runbook.md#commands-unconfigured"
+    answer_runbook = runbook
+    """Answered with this pointer, not the code's own (`proto.wire.answer_of`)."""
+
+
+class CallNotRecorded(CallFailed):
+    """The call's records could not be written; it is never run or answered `result`."""
+
+    wire_code = "audit_unavailable"
+    runbook = "docs/runbook.md#audit-unavailable"
+
+
+def runner_unavailable(runbook: str | None, message: str) -> RunnerUnavailable:
+    """The error of a call the runner could not run: `CommandsUnconfigured` when the
+    runtime gave its pointer (`RunOutcome.runbook`), else `RunnerUnavailable`."""
+    if runbook == CommandsUnconfigured.runbook:
+        return CommandsUnconfigured(message)
+    return RunnerUnavailable(message)
+
+
+def same_error(one: CallFailed, other: CallFailed) -> bool:
+    """Two errors of a reply are the same answer: one class, one message."""
+    return type(one) is type(other) and one.args == other.args
