@@ -242,9 +242,11 @@ async def _run_and_settle(stream: trio.abc.Stream, rid: int, daemon: Daemon,
         status: RunStatus
         output: dict[str, Any] | None
         message: str | None
+        runbook: str | None = None
         try:
             outcome = await daemon.runtimes.run(spec)
             status, output, message = outcome.status, outcome.output, outcome.message
+            runbook = outcome.runbook
         except Exception as exc:  # a bug in a runtime: the tool may have run
             log.exception("call %d: the runtime failed", call.call_id)
             status = "tool_failed"
@@ -260,5 +262,5 @@ async def _run_and_settle(stream: trio.abc.Stream, rid: int, daemon: Daemon,
             output = {"error": {"code": "output_too_large",
                                 "message": "the tool's output is larger than "
                                            "[runner] output_max_bytes"}}
-        reply = await daemon.ledger.settle(call, status, output, message)
+        reply = await daemon.ledger.settle(call, status, output, message, runbook=runbook)
         await send_answer(stream, rid, wire_answer(reply))

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from .._errors import UnavailableError
 
-__all__ = ["CallFailed", "CallNotRecorded", "RunnerUnavailable", "same_error"]
+__all__ = ["CallFailed", "CallNotRecorded", "CommandsUnconfigured", "RunnerUnavailable",
+           "runner_unavailable", "same_error"]
 
 
 class CallFailed(UnavailableError):
@@ -24,11 +25,27 @@ class RunnerUnavailable(CallFailed):
     runbook = "docs/runbook.md#runner-unavailable"
 
 
+class CommandsUnconfigured(RunnerUnavailable):
+    """run_command without `[commands]`: nothing ran (12-tool-sources "Runbook anchors")."""
+
+    runbook = "docs/runbook.md#commands-unconfigured"
+    answer_runbook = runbook
+    """Answered with this pointer, not the code's own (`proto.wire.answer_of`)."""
+
+
 class CallNotRecorded(CallFailed):
     """The call's records could not be written; it is never run or answered `result`."""
 
     wire_code = "audit_unavailable"
     runbook = "docs/runbook.md#audit-unavailable"
+
+
+def runner_unavailable(runbook: str | None, message: str) -> RunnerUnavailable:
+    """The error of a call the runner could not run: `CommandsUnconfigured` when the
+    runtime gave its pointer (`RunOutcome.runbook`), else `RunnerUnavailable`."""
+    if runbook == CommandsUnconfigured.runbook:
+        return CommandsUnconfigured(message)
+    return RunnerUnavailable(message)
 
 
 def same_error(one: CallFailed, other: CallFailed) -> bool:

@@ -345,9 +345,10 @@ class Ledger:
                       challenge=challenge, nonce=nonce), shown
 
     async def settle(self, call: CallLifecycle, status: RunStatus,
-                     output: dict[str, Any] | None, message: str | None) -> Reply:
+                     output: dict[str, Any] | None, message: str | None, *,
+                     runbook: str | None = None) -> Reply:
         """Record the result; a call that ran raises the taint as it is now."""
-        commit = self._settle_now(call, status, output, message)
+        commit = self._settle_now(call, status, output, message, runbook=runbook)
         (step,), _ = await self._commit([commit])
         return _reply_of(step)
 
@@ -359,10 +360,11 @@ class Ledger:
 
     def _settle_now(self, call: CallLifecycle, status: RunStatus,
                     output: dict[str, Any] | None, message: str | None, *,
-                    slot: bool = True) -> _Commit:
+                    slot: bool = True, runbook: str | None = None) -> _Commit:
         session = call.request.session
         taint = self.taint_of(session)
-        event: CallEvent = (Settled(status=status, output=output, message=message, taint=taint)
+        event: CallEvent = (Settled(status=status, output=output, message=message, taint=taint,
+                                    runbook=runbook)
                             if slot else NotRun(reason=message or "", taint=taint))
         step = call.feed(event)
         seq = self.writer.next_seq

@@ -63,7 +63,7 @@ from ..proto.audit import (
 )
 from ..proto.wire import DenialCode
 from ..proto.wire import ResultStatus as RanStatus
-from ._call_errors import CallFailed, CallNotRecorded, RunnerUnavailable, same_error
+from ._call_errors import CallFailed, CallNotRecorded, runner_unavailable, same_error
 
 
 class CallState(enum.Enum):
@@ -294,6 +294,7 @@ class Settled:
     message: str | None
     taint: Taint
     """The session's taint as it is now (a call that ran raises it)."""
+    runbook: str | None = None  # a runner_unavailable's pointer when not the code's own
     kind: ClassVar[str] = "settled"
 
 
@@ -537,7 +538,7 @@ class CallLifecycle:
         return Step()
 
     def _result(self, status: ResultStatus, output: dict[str, Any] | None, message: str | None,
-                taint: Taint) -> Step:
+                taint: Taint, runbook: str | None = None) -> Step:
         allow = self.allow
         label, untrusted = allow.label, allow.untrusted
         ran = status in RAN
@@ -547,9 +548,9 @@ class CallLifecycle:
                               output=output_digest(output) if ran else None)
         reply: Reply
         if status == "runner_unavailable":
-            reply = AnswerError(error=RunnerUnavailable(
+            reply = AnswerError(error=runner_unavailable(runbook,
                 f"brokerd: {message or 'the runner is unavailable'}; nothing ran. "
-                f"See {condition('runner_unavailable')}"))
+                f"See {runbook or condition('runner_unavailable')}"))
         elif status == "unsafe_target":
             reply = AnswerDenied(code="unsafe_target", reason=message or "unsafe target",
                                  grant=allow.grant)
@@ -566,7 +567,8 @@ class CallLifecycle:
         return self._result("runner_unavailable", None, event.reason, event.taint)
 
     def _settled(self, event: Settled) -> Step:
-        return self._result(event.status, event.output, event.message, event.taint)
+        return self._result(event.status, event.output, event.message, event.taint,
+                            event.runbook)
 
     def _audit_failed(self, event: AuditFailed) -> Step:
         return Step(reply=AnswerError(error=CallNotRecorded(event.message)))

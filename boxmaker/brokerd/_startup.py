@@ -37,7 +37,7 @@ from .runner._oci import OciRuntime
 from .runner._podman import PodmanRuntime
 from .runner._podman_argv import PodmanSettings
 from .runner._queue import RunQueue
-from .runner._refusing import RefusingRuntime
+from .runner._refusing import RefusingRuntime, UnconfiguredCommandsRuntime
 from .runner._runtimes import Runtimes, ServedRuntime
 
 log = logging.getLogger("brokerd")
@@ -90,7 +90,15 @@ async def make_runtime(config: BrokerdConfig,
 
     Raises StartFailed for podman settings that are not valid.
     """
-    return Runtimes(await _configured_runtime(config, protected))
+    main = await _configured_runtime(config, protected)
+    if "commands" in main.serves:
+        return Runtimes(main)
+    # run_command: without [commands] every allowed call is runner_unavailable,
+    # #commands-unconfigured.  (With [commands] the commands runtime is not built yet:
+    # the configured runtime answers runner_unavailable as for a kind it does not run.)
+    if config.commands is None:
+        return Runtimes(main, [UnconfiguredCommandsRuntime()])
+    return Runtimes(main)
 
 
 async def _configured_runtime(config: BrokerdConfig,

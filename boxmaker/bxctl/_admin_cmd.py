@@ -156,10 +156,39 @@ def _arg_rows(approval: Approval, width: int, value_indent: str) -> list[str]:
     return lines
 
 
+def _command_rows(approval: Approval, width: int, value_indent: str) -> list[str]:
+    """The `command` block (run_command): argv one token per line, quoted and escaped,
+    then cwd, the mounts and "network: none" (`command_block_rows`).  The mounts are
+    the winning grant's `paths`, which the approval does not carry: the block names the
+    grant whose paths they are.  Arguments that are not a valid run_command call (never
+    asked by brokerd) are shown as `args`."""
+    from ..proto.tools import (  # the catalogue: when an approval is shown
+        ArgsError,
+        command_block_rows,
+        parse_run_command_args,
+    )
+    try:
+        parsed = parse_run_command_args(approval.args)
+    except ArgsError:
+        return _arg_rows(approval, width, value_indent)
+    rows = command_block_rows(parsed.argv, parsed.cwd, ())
+    network = rows.pop()
+    rows.append(("mounts", f"the paths of grant {escape_line(approval.grant)}, "
+                           "read-write only if it says write = true"))
+    rows.append(network)
+    if parsed.stdin is not None:
+        rows.append(("stdin", _value(parsed.stdin)))
+    field_width = max(len(field) for field, _ in rows)
+    lines: list[str] = []
+    for field, value in rows:
+        lines += wrap_row("  " + field.ljust(field_width) + "  ", value, width, value_indent)
+    return lines
+
+
 _FIELD_HEAD = " " * len("  args     ")
-_BLOCKS: dict[str, Callable[[Approval, int, str], list[str]]] = {"args": _arg_rows}
-"""How each catalogue `approval` block is shown; one not here (run_command's `command`,
-which comes with that tool) is shown as `args`."""
+_BLOCKS: dict[str, Callable[[Approval, int, str], list[str]]] = {
+    "args": _arg_rows, "command": _command_rows}
+"""How each catalogue `approval` block is shown."""
 
 
 def _status_lines(status: Status) -> list[str]:

@@ -18,7 +18,13 @@ from .._error_table import see, shown
 from .._errors import ConfigError
 from ..policy._decide import decide
 from ..policy._decision import Ask, Decision, ProtectedPaths, ToolCall
-from ..policy._explain import EXPLAIN_HEAD, explain_document, explain_rows, report_lines
+from ..policy._explain import (
+    EXPLAIN_HEAD,
+    command_explanations,
+    explain_document,
+    explain_rows,
+    report_lines,
+)
 from ..policy._load import GrantsMissing, load_grants
 from ..policy._model import GrantSet, InvalidGrantSet
 from ..proto._convert import unstructure
@@ -162,9 +168,15 @@ def explain(
             _echo_report(report_lines(state.report, os.fsdecode(where)))
             _echo_explain(result, None)
         _exit(1)
+    commands = command_explanations(result, state)
     if as_json:
-        _print_json(explain_document(result))
+        document = explain_document(result)
+        if commands:
+            document["commands"] = [c.as_json() for c in commands]
+        _print_json(document)
     else:
         _echo_explain(result, state)
+        if commands:
+            _echo_report([line for c in commands for line in c.lines()])
     denied = explain_document(result)["outcome"] == "denied"
     _exit(1 if denied else 0)

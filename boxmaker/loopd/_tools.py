@@ -2,7 +2,8 @@
 
 Read from the tool catalogue (`boxmaker.proto.tools`): each available tool's
 description and argument grammar, as OpenAI's function shape.  The production
-registry has the tools the catalogue offers by default; the test registry adds
+registry has the tools the catalogue offers by default and those offered when
+`[loop] tools` names them (`run_command`); the test registry adds
 the ones offered only when `[loop] tools` names them (`echo`, which exists so
 that tests and benchmarks can drive the whole decision path; it is never
 offered to a production model).  A tool not yet available is in neither.
@@ -15,14 +16,14 @@ from typing import Any
 from ..proto.tools import CATALOGUE
 
 PRODUCTION_TOOLS: dict[str, dict[str, Any]] = {
-    tool.name: tool.model_schema() for tool in CATALOGUE if tool.offer == "default"}
+    tool.name: tool.model_schema() for tool in CATALOGUE if tool.offer != "test"}
 
 TEST_TOOLS: dict[str, dict[str, Any]] = {
     tool.name: tool.model_schema() for tool in CATALOGUE if tool.offer == "test"}
 
 KNOWN_TOOLS = frozenset(PRODUCTION_TOOLS) | frozenset(TEST_TOOLS)
 
-DEFAULT_TOOLS: tuple[str, ...] = tuple(PRODUCTION_TOOLS)
+DEFAULT_TOOLS: tuple[str, ...] = CATALOGUE.default_offer
 """`[loop] tools` when loopd.toml does not set it."""
 
 

@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from .._error_table import DENIAL_RUNBOOKS, see
 from ..proto._taint import Taint
-from ..proto.tools import CATALOGUE, ParsedArgs
+from ..proto.tools import CATALOGUE, ParsedArgs, RunCommandArgs
 from ._decision import (
     Allowed,
     Ask,
@@ -34,6 +34,10 @@ def _q(value: str) -> str:
 
 
 def _subject(tool: str, parsed: ParsedArgs) -> str:
+    if isinstance(parsed.args, RunCommandArgs):
+        shown = " ".join(_q(token) for token in parsed.args.argv[:8])
+        more = " ..." if len(parsed.args.argv) > 8 else ""
+        return f"{tool} [{shown}{more}] in {parsed.args.cwd}"
     if parsed.path is not None:
         return f"{tool} of {parsed.path}"
     if parsed.url is not None:

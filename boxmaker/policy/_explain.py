@@ -10,8 +10,24 @@ from typing import Any
 
 from .._error_table import DENIAL_RUNBOOKS
 from ..proto._escape import escape_line
+from ..proto.tools import CATALOGUE, RunCommandArgs
+from ._commands import CommandExplanation, CommandGrant, explain_command
 from ._decision import Ask, Decision
 from ._model import GrantSet, GrantsReport
+
+
+def command_explanations(result: Decision | Ask,
+                         grants: GrantSet) -> list[CommandExplanation]:
+    """For a run_command call whose arguments parsed: each grant of the tool, token by
+    token (`explain_command`, the same judgement as `decide`'s D3); else none."""
+    parsed = result.args
+    if parsed is None or not isinstance(parsed.args, RunCommandArgs):
+        return []
+    out: list[CommandExplanation] = []
+    for grant in grants.by_tool.get(result.tool, ()):
+        if result.tool in CATALOGUE.command_tools and isinstance(grant.command, CommandGrant):
+            out.append(explain_command(grant.command, parsed.args.argv, parsed.args.cwd))
+    return out
 
 
 def explain_document(result: Decision | Ask) -> dict[str, Any]:

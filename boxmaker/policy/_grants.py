@@ -34,6 +34,14 @@ from ..proto._json import type_word
 from ..proto._taint import LABELS, Label
 from ..proto.tools import CATALOGUE, Tool
 from . import _grant_toml as grant_toml
+from ._command_grants import (
+    COMMAND_DENY_FIELDS,
+    COMMAND_FIELDS,
+    Reader,
+    check_command_table,
+    g22_problems,
+)
+from ._commands import CommandGrant
 from ._model import (
     MODES,
     STRICTNESS,
@@ -157,7 +165,8 @@ class _TableCheck:
         grant_id = self._check_id()
         tool = self._check_tool()
         mode = self._word("mode", MODES, required=True)
-        allowed = self._check_fields(tool, mode)
+        commands = tool is not None and tool in CATALOGUE.command_tools
+        allowed = self._command_fields(mode) if commands else self._check_fields(tool, mode)
         label = self._word("label", LABELS) if "label" in allowed else None
         max_label = self._word("max_label", LABELS) if "max_label" in allowed else None
         when_untrusted = (
@@ -168,10 +177,20 @@ class _TableCheck:
                 self.problem("G2", f"{name} must be true or false, not {_type_word(table[name])}")
         if "note" in allowed and type(table["note"]) is not str:
             self.problem("G2", f"note must be a string, not {_type_word(table['note'])}")
-        paths = self._check_entries(tool, "paths", allowed)
-        hosts = self._check_entries(tool, "hosts", allowed)
-        path_values = self._check_paths(paths)
-        host_values = self._check_hosts(hosts)
+        command: CommandGrant | None = None
+        if commands:
+            # run_command: its own G2, G6, G7, G17..G20 (`_command_grants.py`).
+            command = check_command_table(
+                table, grant_id=grant_id, mode=mode, when_untrusted=when_untrusted,
+                report=self.problem,
+            )
+            path_values: list[str] = list(command.paths) if command is not None else []
+            host_values: list[HostPattern] = []
+        else:
+            paths = self._check_entries(tool, "paths", allowed)
+            hosts = self._check_entries(tool, "hosts", allowed)
+            path_values = self._check_paths(paths)
+            host_values = self._check_hosts(hosts)
         if (
             mode is not None
             and when_untrusted is not None
@@ -198,7 +217,14 @@ class _TableCheck:
             note=note if isinstance(note, str) else None,
             file=self.file,
             index=self.index,
+            command=command,
         )
+
+    def _command_fields(self, mode: Mode | None) -> set[str]:
+        """The fields of a run_command table the generic checks read (label, untrusted,
+        max_label, when_untrusted, note); its G2 is `check_command_table`'s."""
+        fields = COMMAND_DENY_FIELDS if mode == "deny" else COMMAND_FIELDS
+        return {name for name in self.table if name in fields} - {"id", "tool", "mode"}
 
     def _check_id(self) -> str | None:
         if "id" not in self.table:
@@ -415,6 +441,26 @@ def _rule_number(problem: GrantProblem) -> int:
     return int(problem.rule[1:])
 
 
+def _g22(grants: list[Grant]) -> list[GrantProblem]:
+    """G22 over the set: a writable run_command grant read back at a lower label.
+    (MCP grants' `paths` constraints join the readers when tool sources land.)"""
+    readers = [
+        Reader(grant=g.id, paths=g.paths, label=g.label)
+        for g in grants
+        if g.mode != "deny" and g.paths
+        and (g.tool in CATALOGUE.command_tools
+             or (g.tool in CATALOGUE.path_tools and CATALOGUE[g.tool].reads))
+    ]
+    out: list[GrantProblem] = []
+    for grant in grants:
+        if not isinstance(grant.command, CommandGrant):
+            continue
+        for message in g22_problems(grant.command, grant.label, grant.max_label, readers):
+            out.append(GrantProblem(file=grant.file, index=grant.index, grant=grant.id,
+                                    rule="G22", message=message))
+    return out
+
+
 def parse_grant_files(files: Iterable[GrantFile]) -> GrantState:
     """Every `*.toml` file of a grants directory -> a GrantSet, or every problem."""
     ordered = sorted(files, key=lambda f: f.name_bytes)
@@ -442,6 +488,7 @@ def parse_grant_files(files: Iterable[GrantFile]) -> GrantState:
         file_problems.sort(key=lambda p: (-1 if p.index is None else p.index, _rule_number(p)))
         problems.extend(file_problems)
         grants.extend(file_grants)
+    problems.extend(_g22(grants))
     if problems:
         report = GrantsReport(ok=False, count=0, digest=digest, problems=problems)
         return InvalidGrantSet(report=report)

@@ -73,6 +73,10 @@ class Grant:
     note: str | None
     file: str
     index: int
+    command: object | None = None
+    """A run_command grant's `policy._commands.CommandGrant` (prefixes, rest, write;
+    `paths` is also here); None for every other tool.  (Typed `object` so that this
+    module, which `_commands` imports, does not import it back.)"""
 
 
 @attrs.frozen(kw_only=True)

@@ -151,6 +151,8 @@ class SuggestGather:
             self._ask_labels[now.grant] = label if seen is None else max_label(seen, label)
         if call.outcome != "denied:no_grant" or now.outcome != "denied:no_grant":
             return
+        if call.tool in CATALOGUE.command_tools:
+            return  # run_command's prefixes are `suggest_commands`' (_command_suggest.py)
         args = call.args()
         entry = CATALOGUE[call.tool]
         target = entry.target

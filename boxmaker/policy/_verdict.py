@@ -30,7 +30,8 @@ from typing import Any, Final, get_args
 from ..proto._errors import DecodeError
 from ..proto._grammar import Url, parse_url, path_problem
 from ..proto._taint import LABELS, Label, Taint
-from ..proto.tools import CATALOGUE, ArgsError, ParsedArgs, Tool, parse_args
+from ..proto.tools import CATALOGUE, ArgsError, ParsedArgs, RunCommandArgs, Tool, parse_args
+from ._commands import CommandGrant, command_protected, match_command
 from ._decision import DenialCode, ProtectedPaths
 from ._model import (
     MEMO_SIZE,
@@ -275,6 +276,25 @@ def matches(tool: str, path: str | None, url: Url | None, grants: GrantSet) -> l
     return list(best.values())
 
 
+def command_matches(tool: str, args: RunCommandArgs, grants: GrantSet,
+                    protected: ProtectedPaths) -> tuple[list[Match], str | None]:
+    """D3 for run_command (`policy/_commands.py`): every grant whose `paths` hold the
+    cwd and one of whose prefixes matches argv with `rest` satisfied, its entry and
+    its specificity (D6: prefix tokens, then the entry's length); and D2b over the
+    joined ``rest = "paths"`` tokens of the matching grants (a protected base or None)."""
+    found: list[Match] = []
+    command_found = []
+    for grant in grants.by_tool.get(tool, ()):
+        command = grant.command
+        assert isinstance(command, CommandGrant)
+        hit = match_command(command, args.argv, args.cwd)
+        if hit is not None:
+            command_found.append(hit)
+            found.append((grant, hit.entry, hit.specificity))
+    base = command_protected(args.cwd, command_found, protected)
+    return found, None if base is None else base[1]
+
+
 def judge(tool: str, raw_args: Mapping[str, Any], taint: Taint, grants: GrantState,
           protected: ProtectedPaths, *, with_args: bool = True) -> Verdict:
     """D0..D8 for one call at a taint, against a grant state and the protected paths.
@@ -304,8 +324,13 @@ def judge(tool: str, raw_args: Mapping[str, Any], taint: Taint, grants: GrantSta
         base = protected.covering(path)
         if base is not None:
             return _early("protected", parsed, base)
-    # D3: matching grants.
-    matched = matches(tool, path, url, grants)
+    # D3: matching grants (run_command: by cwd, prefix and rest, then D2b for its paths).
+    if parsed is not None and isinstance(parsed.args, RunCommandArgs):
+        matched, base = command_matches(tool, parsed.args, grants, protected)
+        if base is not None:
+            return _early("protected", parsed, base)
+    else:
+        matched = matches(tool, path, url, grants)
     if not matched:  # D7
         return Verdict("no_grant", None, parsed, "", matched, [], None, None, None)
     # D4: applicable grants (a deny grant always applies; allow/ask up to its max_label);

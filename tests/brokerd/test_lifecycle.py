@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from boxmaker.brokerd._call_errors import RunnerUnavailable
 from boxmaker.brokerd._lifecycle import (
     TERMINAL,
     TRANSITIONS,
@@ -20,7 +21,6 @@ from boxmaker.brokerd._lifecycle import (
     HoldApproval,
     ReleaseApproval,
     Run,
-    RunnerUnavailable,
     SetTaint,
     Settled,
     Started,

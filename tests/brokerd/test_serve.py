@@ -287,3 +287,35 @@ async def test_approve_against_the_expiry(home: Home, nursery: trio.Nursery,
     assert verdicts == (["approved"] if approved else ["expired"])
     await client.stream.aclose()
     handle.stop()
+
+
+RUN_COMMAND_ALLOW = """
+[[grant]]
+id = "git-read"
+tool = "run_command"
+mode = "allow"
+paths = ["/home/me/src"]
+commands = [["git", ["status", "log"]]]
+rest = "any"
+"""
+
+
+async def test_run_command_without_commands_is_runner_unavailable(
+        home: Home, nursery: trio.Nursery) -> None:
+    (home.grants / "commands.toml").write_text(RUN_COMMAND_ALLOW)
+    handle = await started(nursery, home)
+    call = {"v": 1, "id": 3, "call": {"session": "s1", "tool": "run_command",
+                                      "args": {"argv": ["git", "log"], "cwd": "/home/me/src"}}}
+    answer = await ask(home.broker, call)
+    error = answer[0]["error"]
+    assert error["code"] == "runner_unavailable"
+    assert error["runbook"] == "docs/runbook.md#commands-unconfigured"
+    assert "[commands]" in error["message"]
+    assert home.events("decision")[-1]["grant"] == "git-read"
+    result = home.events("result")[-1]
+    assert result["status"] == "runner_unavailable" and result["output"] is None
+    # a call no grant covers is still denied before any runtime is asked
+    call["call"]["args"] = {"argv": ["git", "push"], "cwd": "/home/me/src"}  # type: ignore[index]
+    answer = await ask(home.broker, call)
+    assert answer[0]["denied"]["code"] == "no_grant"
+    handle.stop()

@@ -216,3 +216,35 @@ def test_the_approval_header_wraps_at_words_below_67_columns() -> None:
         assert width >= 46 or rows[1].startswith(" " * 11)
         assert " ".join(r.strip() for r in rows[:2]).startswith("approval 318457 \u00b7 expires ")
         assert not any(r.lstrip().startswith("\u2502") for r in rows if "session" in r)
+
+
+def test_a_run_command_approval_shows_argv_one_token_per_line() -> None:
+    import datetime as dt
+
+    from boxmaker.bxctl._admin_cmd import render_approval
+    from boxmaker.proto._convert import U64
+    from boxmaker.proto._taint import Taint
+    from boxmaker.proto.wire._wire_admin import Approval
+    args = {"argv": ["git", "log", "a b", "", "\x1b[31m;rm"], "cwd": "/home/me/src"}
+    approval = Approval(approval_id=U64(7), call=U64(41), session="s1", tool="run_command",
+                        args=args, grant="git-ask",
+                        state=Taint(label="public", untrusted=True),
+                        requested_at="2026-12-01T09:59:00.000000Z",
+                        expires_at="2026-12-01T10:04:30.500000Z", challenge="Y2hhbGxlbmdl")
+    now = dt.datetime(2026, 12, 1, 10, 0, 0, tzinfo=dt.UTC)
+    rows = render_approval(approval, now, width=100)
+    text = "\n".join(rows)
+    assert [r.split()[0] for r in rows if r.lstrip().startswith("argv[")] == [
+        "argv[0]", "argv[1]", "argv[2]", "argv[3]", "argv[4]"]
+    assert '"a b"' in text and '""' in text  # quoted: a space or an empty token is visible
+    assert "\x1b" not in text                  # escaped
+    assert any(r.split()[:2] == ["cwd", "/home/me/src"] for r in rows)
+    assert any("the paths of grant git-ask" in r for r in rows)
+    assert rows[-1].split() == ["network", "none"]
+    # arguments brokerd would never ask about are shown as args
+    bad = Approval(approval_id=U64(8), call=U64(42), session="s1", tool="run_command",
+                   args={"argv": "git log"}, grant="git-ask",
+                   state=Taint(label="public", untrusted=True),
+                   requested_at="2026-12-01T09:59:00.000000Z",
+                   expires_at="2026-12-01T10:04:30.500000Z", challenge="Y2hhbGxlbmdl")
+    assert any(r.startswith("  args ") for r in render_approval(bad, now, width=100))

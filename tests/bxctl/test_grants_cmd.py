@@ -274,3 +274,32 @@ def test_text_arguments_that_are_not_utf8_are_usage(home: Path) -> None:
     assert result.exit_code == 2
     result = explain(home, "--tool", "echo", "--args", '{"text": "\udcff"}')
     assert result.exit_code == 2
+
+
+GIT_GRANT = """
+[[grant]]
+id = "git-log"
+tool = "run_command"
+mode = "allow"
+paths = ["/home/me/src"]
+commands = [["git", "log"]]
+"""
+
+
+def test_explain_run_command_token_by_token(home: Path) -> None:
+    (home / "grants" / "git.toml").write_text(GIT_GRANT)
+    args = '{"argv": ["git", "-c", "core.pager=sh", "log"], "cwd": "/home/me/src"}'
+    result = explain(home, "--tool", "run_command", "--args", args)
+    assert result.exit_code == 1, result.output  # no_grant: rest none, and -c is not log
+    text = result.stdout
+    assert "grant git-log (allow, rest none)" in text
+    assert '[1] "-c" != "log"' in text
+    assert "the grant does not match" in text
+    result = explain(home, "--tool", "run_command", "--args",
+                     '{"argv": ["git", "log"], "cwd": "/home/me/src"}', "--json")
+    assert result.exit_code == 0
+    doc = json.loads(result.stdout)
+    assert doc["outcome"] == "allowed" and doc["grant"] == "git-log"
+    (one,) = doc["commands"]
+    assert one["matched"] is True and one["cwd"]["entry"] == "/home/me/src"
+    assert [t["got"] for t in one["prefixes"][0]["tokens"]] == ["git", "log"]

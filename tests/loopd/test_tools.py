@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from boxmaker.loopd._tools import PRODUCTION_TOOLS, TEST_TOOLS, tool_schemas
+from boxmaker.loopd._tools import DEFAULT_TOOLS, PRODUCTION_TOOLS, TEST_TOOLS, tool_schemas
 
 
-def test_production_registry_has_exactly_the_four_tools() -> None:
-    assert set(PRODUCTION_TOOLS) == {"read_file", "list_dir", "write_file", "http_fetch"}
+def test_production_registry_has_the_four_tools_and_run_command() -> None:
+    assert set(PRODUCTION_TOOLS) == {
+        "read_file", "list_dir", "write_file", "http_fetch", "run_command"}
     assert "echo" not in PRODUCTION_TOOLS and "echo" in TEST_TOOLS
+    # run_command only when [loop] tools names it
+    assert DEFAULT_TOOLS == ("read_file", "list_dir", "write_file", "http_fetch")
 
 
 @pytest.mark.parametrize("name", [*PRODUCTION_TOOLS, *TEST_TOOLS])

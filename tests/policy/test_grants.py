@@ -235,6 +235,7 @@ def test_values_that_are_not_text_are_not_quoted() -> None:
     state = parse_grant_texts({"a.toml": '[[grant]]\nid = "a"\ntool = [[1]]\nmode = {a = 1}\n'})
     messages = [p.message for p in state.report.problems]
     assert messages == [
-        "unknown tool (an array); tools are read_file, list_dir, write_file, http_fetch, echo",
+        "unknown tool (an array); tools are read_file, list_dir, write_file, http_fetch, "
+        "echo, run_command",
         "mode (a table) is not one of allow, ask, deny",
     ]

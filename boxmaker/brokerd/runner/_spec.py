@@ -87,6 +87,9 @@ class RunOutcome:
     status: RunStatus
     output: dict[str, Any] | None
     message: str | None = None
+    runbook: str | None = None
+    """The runbook pointer of a `runner_unavailable` answer when it is not the code's
+    own `#runner-unavailable` (run_command without `[commands]`)."""
 
 
 class Runtime(Protocol):

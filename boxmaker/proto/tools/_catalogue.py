@@ -8,9 +8,8 @@ suggest, the runner, loopd and the chat read it from here
 (`tests/test_house_rules.py` holds that no other module compares a string
 with a tool's name).  The order is the order messages list the tools in.
 
-`run_command` (12-tool-sources) is described but not yet available: it is
-neither offered to the model nor accepted by brokerd until its policy,
-runtime and approval block are in (`PLANNED`).
+`run_command` (12-tool-sources) is offered to the model only when `[loop]
+tools` names it (docs/decisions.md, "run_command wired").
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ from ._args import (
     ReadFileArgs,
     WriteFileArgs,
 )
+from ._command_args import parse_run_command_args
 from ._entry import Arg, Catalogue, ResultField, Tool, Verbs
 
 _PATH_RULES = (
@@ -130,6 +130,7 @@ RUN_COMMAND: Final = Tool(
         Arg(name="stdin", kind="text", required=False, max_bytes=1024 * 1024),
     ),
     args_class=None,
+    parser=parse_run_command_args,
     result=(ResultField(name="exit", shape="n"), ResultField(name="stdout", shape="str"),
             ResultField(name="stdout_encoding", shape=_ENCODING),
             ResultField(name="stdout_bytes", shape="n"), ResultField(name="stderr", shape="str"),
@@ -140,11 +141,11 @@ RUN_COMMAND: Final = Tool(
     verbs=Verbs(alone="runs commands in", joined="runs commands in",
                 gerund="running commands in"),
     description="Run one program (argv, no shell) in a directory the owner has granted.",
-    available=False,
+    offer="named",
 )
 
-BUILTINS: Final = (READ_FILE, LIST_DIR, WRITE_FILE, HTTP_FETCH, ECHO)
-PLANNED: Final = (RUN_COMMAND,)
+BUILTINS: Final = (READ_FILE, LIST_DIR, WRITE_FILE, HTTP_FETCH, ECHO, RUN_COMMAND)
+PLANNED: Final[tuple[Tool, ...]] = ()
 
 CATALOGUE: Final = Catalogue(BUILTINS, PLANNED)
 """The one catalogue every reader looks tools up in."""

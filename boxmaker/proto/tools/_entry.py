@@ -39,9 +39,10 @@ mount with ro/rw and "network: none" (12-tool-sources, run_command)."""
 GrantEntries = Literal["paths", "hosts"]
 """What a grant of the tool lists, and its calls are matched on (03-policy G6)."""
 
-Offer = Literal["default", "test"]
-"""Whether loopd offers the tool when `[loop] tools` is not set (`default`), or
-only when it is named there (`test`: tests and benchmarks)."""
+Offer = Literal["default", "named", "test"]
+"""Whether loopd offers the tool when `[loop] tools` is not set (`default`), only
+when it is named there (`named`: a production tool the owner turns on, run_command),
+or only when named and never to a production model (`test`: tests and benchmarks)."""
 
 NAME_GRAMMAR: Final = re.compile(r"[a-z][a-z0-9_]{0,63}")
 """A built-in tool's name: no `.` (tool sources' names are `mcp.<id>.<local>`),
@@ -211,8 +212,12 @@ class Catalogue:
         self._planned = {t.name: t for t in planned}
         self.every_name: frozenset[str] = frozenset(names)
         """Every name the catalogue holds, planned ones included."""
+        self.command_tools: frozenset[str] = frozenset(
+            t.name for t in tools if any(a.kind == "argv" for a in t.args))
+        """The tools whose calls carry an argv (run_command): their grants list paths and
+        command prefixes, and are matched on both (`policy/_commands.py`)."""
         self.path_tools: frozenset[str] = frozenset(
-            t.name for t in tools if t.entries == "paths")
+            t.name for t in tools if t.entries == "paths" and t.name not in self.command_tools)
         """The tools whose grants list paths and whose calls name one (the file tools)."""
         self.host_tools: tuple[str, ...] = tuple(t.name for t in tools if t.entries == "hosts")
         """The tools whose grants list host patterns and whose calls name a URL."""

@@ -155,9 +155,10 @@ class Ok:
     """``{"ok": {}}``."""
 
 
-def error_answer(code: ErrorCode, message: str) -> ErrorAnswer:
-    """An error answer with the runbook pointer of the error table."""
-    return ErrorAnswer(code=code, message=message, runbook=ERROR_RUNBOOKS[code])
+def error_answer(code: ErrorCode, message: str, runbook: str | None = None) -> ErrorAnswer:
+    """An error answer with the runbook pointer of the error table (or `runbook`, a
+    second pointer of that code given by its own class: #commands-unconfigured)."""
+    return ErrorAnswer(code=code, message=message, runbook=runbook or ERROR_RUNBOOKS[code])
 
 
 def answer_of(error: BoxmakerError) -> ErrorAnswer | None:
@@ -167,7 +168,9 @@ def answer_of(error: BoxmakerError) -> ErrorAnswer | None:
     code = error.wire_code
     if code is None:
         return None
-    return error_answer(code, error.answer_message())
+    # a second pointer of a code, given by its own class (#commands-unconfigured)
+    second: str | None = getattr(error, "answer_runbook", None)
+    return error_answer(code, error.answer_message(), second)
 
 
 def error_frame(id: int | None, code: ErrorCode, message: str, runbook: str | None) -> bytes:

@@ -40,12 +40,14 @@ class Recording:
 async def test_each_tool_goes_to_the_runtime_of_its_kind() -> None:
     files = Recording(serves=frozenset({"files"}))
     fetch = Recording(serves=frozenset({"fetch"}), kind="echo")
-    runtimes = Runtimes(files, [fetch])  # type: ignore[list-item]
+    commands = Recording(serves=frozenset({"commands"}), kind="refusing")
+    runtimes = Runtimes(files, [fetch, commands])  # type: ignore[list-item]
     for tool in CATALOGUE.names:
         await runtimes.run(spec(tool, {}))
     assert files.ran == ["read_file", "list_dir", "write_file", "echo"]  # echo: no test runtime
     assert fetch.ran == ["http_fetch"]
-    assert runtimes.by_kind == {"files": files, "fetch": fetch}
+    assert commands.ran == ["run_command"]
+    assert runtimes.by_kind == {"files": files, "fetch": fetch, "commands": commands}
     assert (runtimes.kind, runtimes.ok, runtimes.reason) == ("podman", True, None)
     await runtimes.aclose()
     assert (files.closed, fetch.closed) == (1, 1)

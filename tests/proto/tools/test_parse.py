@@ -104,7 +104,8 @@ def test_content_limit_is_one_mebibyte_of_utf8() -> None:
 
 
 def test_every_tool_has_an_argument_class() -> None:
-    assert set(CATALOGUE.names) == {"read_file", "list_dir", "write_file", "http_fetch", "echo"}
+    assert set(CATALOGUE.names) == {
+        "read_file", "list_dir", "write_file", "http_fetch", "echo", "run_command"}
     for tool in CATALOGUE.names:
         with pytest.raises(ArgsError):
             parse_args(tool, {"no_such_field": True})
