@@ -207,7 +207,12 @@ async def test_bxctl_going_away_cancels_the_turn(
     await trio.sleep(1)
     [frame] = await loop.ask({"v": 1, "id": 2, "status": {}})
     assert frame["status"]["busy"] is False
-    await trio.sleep(40)  # the fake notices at its next write, after its pause
+    # The fake notices at a write after its 30 s pause: the first write after
+    # loopd's close may still succeed (the peer's reset is in flight), so wait
+    # for the abort on the mock clock rather than for one fixed time.
+    with trio.move_on_after(200):
+        while loop.fake.stream_aborts < 1:
+            await trio.sleep(1)
     assert loop.fake.stream_aborts == 1  # the inference stream was closed
     frames = await loop.ask(say(3))
     assert frames[-1]["done"]["finish"] == "stop"
