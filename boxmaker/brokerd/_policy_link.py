@@ -14,10 +14,12 @@ from typing import Any
 
 import attrs
 
+from ..policy._commands import CommandGrant
 from ..policy._decide import decide, redecide
 from ..policy._decision import Ask, Decision, ProtectedPaths, ToolCall
 from ..policy._model import GrantSet, GrantState
 from ..proto._taint import Taint
+from ..proto.tools import CATALOGUE
 from ._lifecycle import Allow, AskOwner, Deny, Verdict
 from .runner._spec import RunSpec, build_run_spec
 
@@ -57,6 +59,16 @@ class PolicyLink:
                  allow: Allow, grants: GrantState | None = None) -> RunSpec:
         decision = allow.decision
         parsed = decision.args.as_json() if decision.args is not None else args
+        command = _command_grant(grants, decision.grant)
+        if command is not None:
+            return build_run_spec(
+                call_id=call_id, session=session, tool=tool, args=parsed,
+                grant=decision.grant, grant_entry=decision.grant_entry,
+                private_network=decision.private_network,
+                label=allow.label, untrusted=allow.untrusted,
+                deny_paths=command_deny_paths(grants, write=command.write),
+                command_paths=command.paths, command_write=command.write,
+            )
         return build_run_spec(
             call_id=call_id, session=session, tool=tool, args=parsed,
             grant=decision.grant, grant_entry=decision.grant_entry,
@@ -64,6 +76,27 @@ class PolicyLink:
             label=allow.label, untrusted=allow.untrusted,
             deny_paths=deny_paths(grants, tool),
         )
+
+
+def _command_grant(grants: GrantState | None, grant_id: str | None) -> CommandGrant | None:
+    """The run_command part of the winning grant, when it is a run_command grant."""
+    if not isinstance(grants, GrantSet) or grant_id is None:
+        return None
+    grant = grants.get(grant_id)
+    command = None if grant is None else grant.command
+    return command if isinstance(command, CommandGrant) else None
+
+
+def command_deny_paths(grants: GrantState | None, *, write: bool) -> tuple[str, ...]:
+    """What a run_command mount masks (12): the deny grants of the reading file
+    tools, and with `write = true` those of the writing ones too."""
+    if not isinstance(grants, GrantSet):
+        return ()
+    seen: dict[str, None] = {}
+    for tool in sorted(CATALOGUE.path_tools):
+        if write or not CATALOGUE[tool].writes:
+            seen.update(dict.fromkeys(grants.deny_paths.get(tool, ())))
+    return tuple(seen)
 
 
 def deny_paths(grants: GrantState | None, tool: str) -> tuple[str, ...]:

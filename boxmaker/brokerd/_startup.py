@@ -32,6 +32,7 @@ from ._policy_link import PolicyLink
 from ._state import list_sessions, read_state, sync_state_files
 from .log._audit_link import AuditStartup
 from .log._checkpoints_link import open_checkpoints
+from .runner._commands_runtime import CommandsRuntime
 from .runner._echo import EchoRuntime
 from .runner._oci import OciRuntime
 from .runner._podman import PodmanRuntime
@@ -94,10 +95,16 @@ async def make_runtime(config: BrokerdConfig,
     if "commands" in main.serves:
         return Runtimes(main)
     # run_command: without [commands] every allowed call is runner_unavailable,
-    # #commands-unconfigured.  (With [commands] the commands runtime is not built yet:
-    # the configured runtime answers runner_unavailable as for a kind it does not run.)
+    # #commands-unconfigured; with it, the commands runtime rides on the podman runtime
+    # (another kind answers runner_unavailable as for a kind it does not run).
     if config.commands is None:
         return Runtimes(main, [UnconfiguredCommandsRuntime()])
+    if isinstance(main, PodmanRuntime):  # the oci launcher is one too
+        commands = CommandsRuntime(main, config.commands)
+        await commands.start()
+        if not commands.ok:
+            log.warning("run_command unavailable: %s", commands.reason)
+        return Runtimes(main, [commands])
     return Runtimes(main)
 
 

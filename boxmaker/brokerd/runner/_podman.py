@@ -147,6 +147,11 @@ class PodmanRuntime:
     launcher: Literal["podman", "oci"] = "podman"
 
     @property
+    def walker(self) -> HostWalker:
+        """The host walker over brokerd's protected set (the commands runtime walks with it)."""
+        return self._walker
+
+    @property
     def ok(self) -> bool:
         return self.check_result.ok
 

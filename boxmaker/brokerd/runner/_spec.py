@@ -43,6 +43,10 @@ class RunSpec:
     deny_paths: tuple[str, ...] = ()
     """Paths of `deny` grants the runner masks inside a directory mount (issue 10):
     the same tool's, and for write_file every file tool's."""
+    command_paths: tuple[str, ...] = ()
+    """run_command: every entry of the winning grant's `paths` (each is mounted)."""
+    command_write: bool = False
+    """run_command: the winning grant's `write` (its paths mounted read-write)."""
 
 
 def build_run_spec(
@@ -57,6 +61,8 @@ def build_run_spec(
     label: Label,
     untrusted: bool,
     deny_paths: tuple[str, ...] = (),
+    command_paths: tuple[str, ...] = (),
+    command_write: bool = False,
 ) -> RunSpec:
     """The one place a RunSpec is made (called by brokerd for an allowed decision)."""
     return RunSpec(
@@ -71,6 +77,8 @@ def build_run_spec(
         untrusted=untrusted,
         token=_TOKEN,
         deny_paths=deny_paths,
+        command_paths=command_paths,
+        command_write=command_write,
     )
 
 

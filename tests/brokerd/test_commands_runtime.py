@@ -1,0 +1,53 @@
+"""The commands runtime's own checks (its calls through brokerd: tests/integration/
+test_run_command_brokerd.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from boxmaker._commands_config import CommandsSettings
+from boxmaker.brokerd.runner._commands_runtime import CommandsRuntime
+from boxmaker.brokerd.runner._podman import PodmanRuntime
+from boxmaker.brokerd.runner._podman_argv import PodmanSettings
+from boxmaker.brokerd.runner._spec import build_run_spec
+from tests.fakes.podman import tools_image
+
+MISSING = "sha256:" + "0" * 64
+
+
+def settings(image: str) -> CommandsSettings:
+    return CommandsSettings(image=image, path=("/usr/bin", "/bin"), memory="256m", pids=64,
+                            cpus=1.0, tmp="16m", timeout_ms=10_000, output_max_bytes=65536)
+
+
+def spec() -> object:
+    return build_run_spec(call_id=7, session="s", tool="run_command",
+                          args={"argv": ["ls"], "cwd": "/srv/proj"}, grant="g",
+                          grant_entry="/srv/proj", private_network=False, label="public",
+                          untrusted=True)
+
+
+async def test_an_unchecked_podman_runtime_makes_every_command_unavailable(
+        tmp_path: Path) -> None:
+    files = PodmanRuntime(PodmanSettings(image=MISSING), tmp_path)
+    commands = CommandsRuntime(files, settings(MISSING))
+    assert not commands.ok and commands.reason == files.reason
+    outcome = await commands.run(spec())  # type: ignore[arg-type]
+    assert outcome.status == "runner_unavailable" and outcome.output is None
+
+
+@pytest.mark.podman
+async def test_a_missing_commands_image_is_named(tmp_path: Path) -> None:
+    files = PodmanRuntime(PodmanSettings(image=tools_image(), oci_runtime="runc"), tmp_path,
+                          trial_run=False)
+    assert (await files.start()).ok
+    commands = CommandsRuntime(files, settings(MISSING))
+    await commands.start()
+    assert not commands.ok
+    assert commands.reason is not None and MISSING in commands.reason
+    assert "scripts/build-commands-image" in commands.reason
+    outcome = await commands.run(spec())  # type: ignore[arg-type]
+    assert outcome.status == "runner_unavailable"
+    await files.aclose()

@@ -1,0 +1,146 @@
+"""run_command through the real brokerd, real podman and the commands image (issue 25).
+
+Each case is an attack or a promise of 12's "run_command" checked from
+broker.sock: the allowed program runs in the granted tree with no network,
+brokerd's home inside the grant is masked, a symbolic link as cwd is refused,
+a program given as a path is not the bare name the grant allows, shell words
+are plain bytes, a missing program exits 127.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes.brokerd import BrokerdProcess, Home, call_request, request, start
+from tests.fakes.podman import tools_image
+
+pytestmark = pytest.mark.podman
+REPO = Path(__file__).resolve().parents[2]
+
+
+def commands_image() -> str:
+    done = subprocess.run([str(REPO / "scripts" / "build-commands-image"), "--check"],
+                          capture_output=True, text=True, check=False, timeout=120)
+    if done.returncode == 0:
+        return done.stdout.strip()
+    why = "no default commands image (scripts/build-commands-image)"
+    if os.environ.get("BOXMAKER_CI") == "1":
+        pytest.fail(why)
+    pytest.skip(why)
+
+
+def grants(proj: Path) -> str:
+    return f"""
+[[grant]]
+id = "proj-ls"
+tool = "run_command"
+mode = "allow"
+paths = ["{proj}"]
+commands = [["ls"], ["cat"], ["echo"], ["git", "ls-remote"], ["no-such-program"]]
+rest = "any"
+"""
+
+
+@pytest.fixture
+def proj() -> Iterator[Path]:
+    root = Path(subprocess.check_output(["mktemp", "-d", "/tmp/bx-cmd-XXXXXX"],
+                                        text=True).strip())
+    (root / "proj").mkdir()
+    (root / "proj" / "hello.txt").write_text("hello from the tree\n")
+    (root / "outside.txt").write_text("not for the model")
+    yield root / "proj"
+    shutil.rmtree(root)
+
+
+@pytest.fixture
+def brokerd(proj: Path) -> Iterator[tuple[Home, BrokerdProcess]]:
+    image = tools_image()
+    commands = commands_image()
+    home = Home(runner="podman", grants={"proj.toml": grants(proj)}, fsync=False)
+    text = home.config.read_text().replace(
+        'kind = "podman"\n',
+        f'kind = "podman"\npodman = "podman"\nimage = "{image}"\noci_runtime = "runc"\n')
+    text += f'\n[commands]\nimage = "{commands}"\ntimeout_ms = 60000\n'
+    home.config.write_text(text)
+    proc = start(home, timeout=120)
+    try:
+        yield home, proc
+    finally:
+        proc.stop()
+
+
+def run(home: Home, argv: list[str], cwd: Path | str, number: int = 1) -> dict[str, Any]:
+    frames = request(home.broker, call_request(
+        "s1", "run_command", {"argv": argv, "cwd": str(cwd)}, number), 120)
+    assert len(frames) == 1, frames
+    frame: dict[str, Any] = frames[0]
+    return frame
+
+
+def test_an_allowed_command_runs_in_the_granted_tree(
+        brokerd: tuple[Home, BrokerdProcess], proj: Path) -> None:
+    home, _ = brokerd
+    frame = run(home, ["cat", "hello.txt"], proj)
+    result = frame["result"]
+    assert result["status"] == "ok", frame
+    assert result["output"]["exit"] == 0
+    assert result["output"]["stdout"] == "hello from the tree\n"
+    # shell words are bytes of an argument: no shell ever sees them
+    frame = run(home, ["echo", "a && cat /etc/shadow; $(id) | `x` *"], proj, 2)
+    assert frame["result"]["output"]["stdout"] == "a && cat /etc/shadow; $(id) | `x` *\n"
+    # outside the grant nothing is mounted
+    frame = run(home, ["cat", str(proj.parent / "outside.txt")], proj, 3)
+    out = frame["result"]["output"]
+    assert out["exit"] != 0 and "No such file" in out["stderr"], frame
+
+
+def test_no_network_and_a_missing_program(
+        brokerd: tuple[Home, BrokerdProcess], proj: Path) -> None:
+    home, _ = brokerd
+    frame = run(home, ["ls", "/sys/class/net"], proj)
+    assert frame["result"]["output"]["stdout"] == "lo\n", frame  # no interface but loopback
+    frame = run(home, ["git", "ls-remote", "http://1.1.1.1/x.git"], proj, 3)
+    out = frame["result"]["output"]
+    assert out["exit"] == 128 and "connect" in out["stderr"].lower(), frame
+    frame = run(home, ["no-such-program"], proj, 2)
+    assert frame["result"]["status"] == "ok", frame
+    assert frame["result"]["output"]["exit"] == 127
+
+
+def test_a_path_is_not_the_bare_name_and_a_link_is_not_a_cwd(
+        brokerd: tuple[Home, BrokerdProcess], proj: Path) -> None:
+    home, _ = brokerd
+    frame = run(home, ["/bin/ls"], proj)
+    assert frame["denied"]["code"] == "no_grant", frame
+    (proj / "up").symlink_to(proj.parent)
+    frame = run(home, ["ls"], proj / "up", 2)
+    assert frame["denied"]["code"] == "unsafe_target", frame
+    frame = run(home, ["ls"], proj.parent, 3)
+    assert frame["denied"]["code"] == "no_grant", frame
+
+
+def test_brokerds_home_inside_the_grant_is_masked(proj: Path) -> None:
+    image = tools_image()
+    commands = commands_image()
+    home = Home(runner="podman", grants={}, fsync=False)
+    grant_root = home.root
+    (home.grants / "all.toml").write_text(grants(grant_root))
+    text = home.config.read_text().replace(
+        'kind = "podman"\n',
+        f'kind = "podman"\npodman = "podman"\nimage = "{image}"\noci_runtime = "runc"\n')
+    text += f'\n[commands]\nimage = "{commands}"\ntimeout_ms = 60000\n'
+    home.config.write_text(text)
+    proc = start(home, timeout=120)
+    try:
+        frame = run(home, ["ls", "-A", str(home.home)], grant_root)
+        assert frame["result"]["status"] == "ok", frame
+        assert frame["result"]["output"]["stdout"] == "", frame  # an empty mask
+    finally:
+        proc.stop()
