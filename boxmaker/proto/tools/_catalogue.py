@@ -140,7 +140,15 @@ RUN_COMMAND: Final = Tool(
     runs_on="commands", approval="command", entries="paths", reads=True, untrusted=True,
     verbs=Verbs(alone="runs commands in", joined="runs commands in",
                 gerund="running commands in"),
-    description="Run one program (argv, no shell) in a directory the owner has granted.",
+    description=(
+        "Run one program in a directory the owner has granted, with no network. "
+        "argv is the program and its arguments as a list of strings, run as they "
+        "are: there is no shell, so pipes, && and $(...) do not work. cwd is an "
+        'absolute directory. Example: {"argv": ["git", "status"], "cwd": '
+        '"/home/me/project"}. The result has the exit code and the output. The '
+        "owner's policy decides whether the call is allowed; if it is refused, do "
+        "not retry the same call."
+    ),
     offer="named",
 )
 
