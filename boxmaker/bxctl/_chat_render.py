@@ -47,8 +47,9 @@ def tool_denied(event: ToolDeniedEvent, width: int) -> str:
 
 def tool_result(event: ToolResultEvent, width: int) -> str:
     trust = ", untrusted" if event.untrusted else ""
-    return wrap_line(f"\u2713 {escape_line(event.tool)} {event.status}, {event.bytes} bytes, "
-                     f"label {event.label}{trust}", width) + "\n"
+    code = f", exit {event.exit}" if event.exit is not None else ""
+    return wrap_line(f"\u2713 {escape_line(event.tool)} {event.status}{code}, {event.bytes} "
+                     f"bytes, label {event.label}{trust}", width) + "\n"
 
 
 def notice(event: NoticeEvent, width: int) -> str:

@@ -36,6 +36,7 @@ from ..proto._convert import U64, JsonObject
 from ..proto._errors import DecodeError
 from ..proto._escape import escape_line
 from ..proto._json import dumps, loads_object
+from ..proto.tools import CATALOGUE
 from ..proto.wire import (
     MAX_CALL_ID_CHARS,
     MAX_RAW_ARGS_CHARS,
@@ -129,6 +130,16 @@ def read_core(path: Path) -> str | None:
         raise CoreUnreadable(
             f"{path} is not UTF-8 (byte {exc.start})"
         ) from exc
+
+
+def exit_code(tool: str, output: dict[str, Any] | None) -> int | None:
+    """The exit code a tool's result carries, when its catalogue result has one."""
+    entry = CATALOGUE.get(tool)
+    if entry is None or output is None or not any(f.name == "exit" for f in entry.result):
+        return None
+    code = output.get("exit")
+    return code if isinstance(code, int) and not isinstance(code, bool) and 0 <= code <= 255 \
+        else None
 
 
 def _forwardable_args(arguments: str) -> tuple[dict[str, Any] | None, str]:
@@ -364,7 +375,8 @@ class Turn:
             size = len(dumps(output).encode("utf-8")) if output is not None else 0
             await self.emit(ToolResultEvent(call_id=call_id, tool=tool, status=outcome.status,
                                             bytes=U64(size), label=outcome.label,
-                                            untrusted=outcome.untrusted))
+                                            untrusted=outcome.untrusted,
+                                            exit=exit_code(tool, output)))
             content = dumps({"status": outcome.status, "output": output})
             await self._tool_message(conversation, call_id, content)
             return result_text(tool, outcome.status, output)

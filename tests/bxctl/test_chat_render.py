@@ -85,6 +85,10 @@ def test_result_line() -> None:
     trusted = ToolResultEvent(call_id="c", tool="echo", status="timeout", bytes=U64(0),
                               label="public", untrusted=False)
     assert render.tool_result(trusted, 80) == "\u2713 echo timeout, 0 bytes, label public\n"
+    command = ToolResultEvent(call_id="c", tool="run_command", status="ok", bytes=U64(97),
+                              label="public", untrusted=True, exit=1)
+    assert render.tool_result(command, 80) == \
+        "\u2713 run_command ok, exit 1, 97 bytes, label public, untrusted\n"
 
 
 def test_a_repeat_notice_shows_the_earlier_output_escaped_in_gutter_rows() -> None:

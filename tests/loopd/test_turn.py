@@ -205,3 +205,13 @@ async def test_turn_timeout_counts_everything_else(
     harness = Harness(tmp_path, [echo_call("a"), text("never")], slow_tool, turn_timeout_s=30)
     with pytest.raises(TurnTimeout):
         await harness.run()
+
+
+def test_the_result_event_carries_a_commands_exit_code_only() -> None:
+    from boxmaker.loopd._turn import exit_code
+    assert exit_code("run_command", {"exit": 3, "stdout": ""}) == 3
+    assert exit_code("run_command", {"exit": True}) is None
+    assert exit_code("run_command", {"exit": 300}) is None
+    assert exit_code("run_command", None) is None
+    assert exit_code("read_file", {"exit": 3}) is None  # its result has no exit field
+    assert exit_code("no_such_tool", {"exit": 3}) is None

@@ -10,7 +10,7 @@ from typing import Any, Final, Literal
 
 import attrs
 
-from .._convert import U64, InvalidValue, JsonObject, register_tagged_union
+from .._convert import U64, InvalidValue, JsonObject, omit_when_none, register_tagged_union
 from .._json import dumps, nesting_depth
 from .._taint import Label
 from ._wire import (
@@ -186,6 +186,11 @@ class ToolDeniedEvent:
     runbook: str | None = attrs.field(validator=check_runbook)
 
 
+def _check_exit(_: object, attribute: attrs.Attribute[Any], value: int | None) -> None:
+    if value is not None and (isinstance(value, bool) or not 0 <= value <= 255):
+        raise InvalidValue(f"{attribute.name}: an exit code, 0 to 255")
+
+
 @attrs.frozen(kw_only=True)
 class ToolResultEvent:
     call_id: str = attrs.field(validator=_check_call_id)
@@ -194,7 +199,11 @@ class ToolResultEvent:
     bytes: U64
     label: Label
     untrusted: bool
+    exit: int | None = attrs.field(default=None, validator=_check_exit)
+    """A command's exit code (0..255; run_command, issue 25), left out otherwise."""
 
+
+omit_when_none(ToolResultEvent, "exit")
 
 MAX_NOTICE_CHARS: Final = 4096
 """A `notice` event's `text` is at most this many characters (loopd cuts the output)."""

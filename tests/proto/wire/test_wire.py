@@ -129,7 +129,8 @@ DECODE: dict[tuple[str, str], Callable[[bytes], object]] = {
 # package checks them)
 FREE_FORM_KEYS = frozenset({"args", "output", "credential", "creation"})
 # Fields a request may leave out (newer than the format; written only when not null)
-OPTIONAL_FIELDS = frozenset({(("approve",), "assertion"), (("declassify",), "assertion")})
+OPTIONAL_FIELDS = frozenset({(("approve",), "assertion"), (("declassify",), "assertion"),
+                             (("event", "tool_result"), "exit")})
 
 
 def _kind(path: Path) -> str:
