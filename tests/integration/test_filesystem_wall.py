@@ -31,7 +31,7 @@ LAUNCHER = ["podman"]
 """`[runner] launcher` of every brokerd these tests start (the `launcher` fixture)."""
 
 
-@pytest.fixture(autouse=True, params=["podman", "oci"])
+@pytest.fixture(autouse=True, params=["podman", pytest.param("oci", marks=pytest.mark.oci_wall)])
 def launcher(request: pytest.FixtureRequest) -> Iterator[str]:
     """Every attack runs on both launchers (issue 23)."""
     LAUNCHER[0] = request.param

@@ -53,7 +53,7 @@ def notes() -> Iterator[Path]:
     shutil.rmtree(root)
 
 
-@pytest.mark.parametrize("launcher", ["podman", "oci"])
+@pytest.mark.parametrize("launcher", ["podman", pytest.param("oci", marks=pytest.mark.oci_wall)])
 def test_an_allowed_call_runs_in_a_container(notes: Path, launcher: str) -> None:
     home = podman_home(tools_image(), notes, launcher)
     proc = start(home, timeout=60)
@@ -89,7 +89,7 @@ def test_an_allowed_call_runs_in_a_container(notes: Path, launcher: str) -> None
         home.cleanup()
 
 
-@pytest.mark.parametrize("launcher", ["podman", "oci"])
+@pytest.mark.parametrize("launcher", ["podman", pytest.param("oci", marks=pytest.mark.oci_wall)])
 def test_a_missing_image_still_serves_and_answers_runner_unavailable(
     notes: Path, launcher: str
 ) -> None:

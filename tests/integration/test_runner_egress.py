@@ -56,7 +56,7 @@ def image() -> str:
     return tools_image()
 
 
-@pytest.fixture(params=["podman", "oci"])
+@pytest.fixture(params=["podman", pytest.param("oci", marks=pytest.mark.oci_wall)])
 def settings(image: str, request: pytest.FixtureRequest) -> PodmanSettings:
     """The runtime tests run on both launchers (issue 23)."""
     return PodmanSettings(image=image, oci_runtime="runc", timeout_ms=20_000,
