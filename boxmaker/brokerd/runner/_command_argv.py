@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 from ..._commands_config import CommandsSettings
 from ._mounts import Mount
-from ._podman_argv import PodmanSettings
+from ._podman_argv import PodmanSettings, confinement_flags, podman_command_prefix
 
 
 def command_container_prefix(instance: str) -> str:
@@ -37,13 +37,6 @@ def command_container_prefix(instance: str) -> str:
 
 def command_container_name(instance: str, call_id: int | str) -> str:
     return f"{command_container_prefix(instance)}{call_id}"
-
-
-def _podman(settings: PodmanSettings) -> list[str]:
-    argv = [settings.podman]
-    if settings.oci_runtime:
-        argv += ["--runtime", settings.oci_runtime]
-    return argv
 
 
 def command_mounts(
@@ -84,24 +77,10 @@ def build_command_create_argv(
     (``--pidfile``, after the name), which spares the ``podman inspect`` step."""
     if not argv:
         raise ValueError("an empty argv")  # our bug: D2 refuses it
-    out = _podman(settings)
-    out += [
-        "create",
-        "--pull=never",
-        "--name",
-        name,
-        *(["--pidfile", pidfile] if pidfile is not None else []),
-        "--network=none",
-        "--read-only",
-        "--cap-drop=all",
-        "--security-opt=no-new-privileges",
-        "--security-opt",
-        f"seccomp={settings.seccomp}",
-        "--user",
-        f"{uid}:{gid}",
-    ]
-    if rootless:
-        out.append("--userns=keep-id")
+    out = podman_command_prefix(settings)
+    out += ["create", "--pull=never", "--name", name,
+            *(["--pidfile", pidfile] if pidfile is not None else [])]
+    out += confinement_flags(settings, uid=uid, gid=gid, rootless=rootless)
     out += [
         "--memory",
         commands.memory,

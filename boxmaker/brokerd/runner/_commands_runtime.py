@@ -19,7 +19,7 @@ from ...proto.tools import RunsOn
 from ._command_argv import command_container_name
 from ._command_mounts import plan_command_call
 from ._command_run import run_command_container
-from ._mounts import MaskSources, UnsafeTarget
+from ._mounts import UnsafeTarget
 from ._podman import PodmanRuntime
 from ._podman_argv import UNAVAILABLE
 from ._podman_check import PodmanCommandError, podman_command
@@ -76,11 +76,10 @@ class CommandsRuntime:
                               message="the call has no argv, cwd or grant paths")
         files = self.files
         try:
-            directory, file = files.scratch.mask_sources()
             plan = plan_command_call(
                 files.walker, paths=spec.command_paths, entry=spec.grant_entry, cwd=cwd,
                 write=spec.command_write, deny_paths=spec.deny_paths,
-                masks=MaskSources(directory=os.fspath(directory), file=os.fspath(file)))
+                masks=files.mask_sources())
         except UnsafeTarget as exc:
             return RunOutcome(status="unsafe_target", output=None, message=str(exc))
         except OSError as exc:

@@ -272,10 +272,10 @@ class PodmanRuntime:
             grant_path=spec.grant_entry,
             mode=mode if isinstance(mode, str) else None,
             deny_paths=spec.deny_paths,
-            masks=self._mask_sources(),
+            masks=self.mask_sources(),
         )
 
-    def _mask_sources(self) -> MaskSources:
+    def mask_sources(self) -> MaskSources:
         directory, file = self.scratch.mask_sources()
         return MaskSources(directory=os.fspath(directory), file=os.fspath(file))
 

@@ -110,26 +110,19 @@ def container_name(instance: str, call_id: int | str) -> str:
     return f"{container_prefix(instance)}{call_id}"
 
 
-def build_argv(
-    settings: PodmanSettings,
-    *,
-    name: str,
-    uid: int,
-    gid: int,
-    rootless: bool,
-    mounts: Sequence[Mount],
-    command: Sequence[str],
-) -> list[str]:
-    """The podman argument list for one container (golden files: fixtures/runner/)."""
+def podman_command_prefix(settings: PodmanSettings) -> list[str]:
+    """podman, and its ``--runtime`` when one is configured."""
     argv = [settings.podman]
     if settings.oci_runtime:
         argv += ["--runtime", settings.oci_runtime]
-    argv += [
-        "run",
-        "--rm",
-        "--pull=never",
-        "--name",
-        name,
+    return argv
+
+
+def confinement_flags(settings: PodmanSettings, *, uid: int, gid: int,
+                      rootless: bool) -> list[str]:
+    """The wall every container of brokerd's gets: no network, a read-only root,
+    no capabilities, no new privileges, the seccomp profile, brokerd's uid."""
+    flags = [
         "--network=none",
         "--read-only",
         "--cap-drop=all",
@@ -141,7 +134,24 @@ def build_argv(
         f"{uid}:{gid}",
     ]
     if rootless:
-        argv.append("--userns=keep-id")
+        flags.append("--userns=keep-id")
+    return flags
+
+
+def build_argv(
+    settings: PodmanSettings,
+    *,
+    name: str,
+    uid: int,
+    gid: int,
+    rootless: bool,
+    mounts: Sequence[Mount],
+    command: Sequence[str],
+) -> list[str]:
+    """The podman argument list for one container (golden files: fixtures/runner/)."""
+    argv = podman_command_prefix(settings)
+    argv += ["run", "--rm", "--pull=never", "--name", name]
+    argv += confinement_flags(settings, uid=uid, gid=gid, rootless=rootless)
     argv += [
         "--memory",
         settings.memory,
