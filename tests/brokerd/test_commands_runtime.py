@@ -6,11 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import trio
 
 from boxmaker._commands_config import CommandsSettings
+from boxmaker.brokerd.runner._command_argv import command_container_name
 from boxmaker.brokerd.runner._commands_runtime import CommandsRuntime
 from boxmaker.brokerd.runner._podman import PodmanRuntime
 from boxmaker.brokerd.runner._podman_argv import PodmanSettings
+from boxmaker.brokerd.runner._podman_check import podman_command
 from boxmaker.brokerd.runner._spec import build_run_spec
 from tests.fakes.podman import tools_image
 
@@ -51,3 +54,24 @@ async def test_a_missing_commands_image_is_named(tmp_path: Path) -> None:
     outcome = await commands.run(spec())  # type: ignore[arg-type]
     assert outcome.status == "runner_unavailable"
     await files.aclose()
+
+
+@pytest.mark.podman
+async def test_a_command_container_a_kill_9_left_is_removed_at_start(tmp_path: Path) -> None:
+    """podman's launcher: a `-cmd-` container of this instance's goes at start."""
+    image = tools_image()
+    files = PodmanRuntime(PodmanSettings(image=image, oci_runtime="runc"), tmp_path,
+                          trial_run=False)
+    assert (await files.start()).ok
+    name = command_container_name(files.instance, 99)
+    await podman_command(["podman", "create", "--pull=never", "--name", name, image, "true"])
+    try:
+        commands = CommandsRuntime(files, settings(image))
+        await commands.start()
+        assert commands.ok
+        done = await trio.run_process(["podman", "container", "exists", name], check=False)
+        assert done.returncode == 1, "the leftover is still there"
+    finally:
+        await trio.run_process(["podman", "rm", "--force", "--ignore", name],
+                               capture_stdout=True, check=False)
+        await files.aclose()

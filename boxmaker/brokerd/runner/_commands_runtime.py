@@ -5,25 +5,43 @@ walker and protected set, its scratch directory's mask sources, its start-up
 check) and adds the one thing it needs of its own: the owner's commands image
 (`[commands] image`), checked to be in podman's local storage at start.  Each
 allowed call is planned by `plan_command_call` (the winning grant's `paths`,
-`write` and the deny masks the RunSpec carries) and run by
-`run_command_container` (the three podman steps).
+`write` and the deny masks the RunSpec carries) and run:
+
+- on the podman launcher by `run_command_container` (podman's three steps,
+  the init process id from ``--pidfile`` in the scratch directory);
+- on the oci launcher (`OciRuntime.direct`) by `run_command_bundle`: the
+  commands image is mounted once at start (``podman image mount``) and each
+  call's container is run by the OCI runtime on a bundle, its mounts checked
+  by runc's ``createRuntime`` hook before the program starts.
+
+At start, the containers named like a command's that a brokerd killed with -9
+left are removed (podman's; the oci launcher's go with its state directory).
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import shutil
 from typing import Literal
+
+import trio
 
 from ..._commands_config import CommandsSettings
 from ...proto.tools import RunsOn
-from ._command_argv import command_container_name
-from ._command_mounts import plan_command_call
+from ._command_argv import command_container_name, command_container_prefix
+from ._command_mounts import CommandPlan, plan_command_call
+from ._command_oci import run_command_bundle
 from ._command_run import run_command_container
 from ._mounts import UnsafeTarget
+from ._oci import OciRuntime
 from ._podman import PodmanRuntime
 from ._podman_argv import UNAVAILABLE
-from ._podman_check import PodmanCommandError, podman_command
+from ._podman_check import PodmanCommandError, podman_command, remove_leftovers
 from ._spec import RunOutcome, RunSpec
+
+log = logging.getLogger("boxmaker.brokerd.runner.commands")
 
 
 class CommandsRuntime:
@@ -36,6 +54,8 @@ class CommandsRuntime:
         self.files = files
         self.commands = commands
         self._image_problem: str | None = "the commands image has not been checked yet"
+        self._rootfs: str | None = None
+        """The commands image's mount (the oci launcher's direct path only)."""
 
     @property
     def ok(self) -> bool:
@@ -49,19 +69,46 @@ class CommandsRuntime:
             return f"{self._image_problem}. {UNAVAILABLE}"
         return None
 
+    @property
+    def direct(self) -> bool:
+        """True when each call's container is run by the OCI runtime on a bundle."""
+        return isinstance(self.files, OciRuntime) and self.files.direct
+
     async def start(self) -> None:
-        """Check that the commands image is in podman's local storage."""
+        """Check that the commands image is in podman's local storage; remove leftovers;
+        on the oci launcher, mount the image."""
+        podman = self.files.settings.podman
         try:
-            await podman_command([self.files.settings.podman, "image", "exists",
-                                  self.commands.image])
+            await podman_command([podman, "image", "exists", self.commands.image])
         except PodmanCommandError:
             self._image_problem = (f"the commands image {self.commands.image} is not in "
                                    "podman's local storage (scripts/build-commands-image)")
             return
+        if self.files.ok:
+            try:
+                await remove_leftovers(podman, command_container_prefix(self.files.instance))
+            except Exception as exc:  # noqa: BLE001 - logged; a leftover never blocks serving
+                log.warning("could not remove leftover command containers: %s", exc)
+        if self.direct:
+            try:
+                raw = await podman_command([podman, "image", "mount", self.commands.image])
+            except PodmanCommandError as exc:
+                self._image_problem = f"the commands image cannot be mounted ({exc})"
+                return
+            rootfs = raw.decode("utf-8", "replace").strip()
+            if not rootfs.startswith("/") or not os.path.isdir(rootfs):
+                self._image_problem = f"`podman image mount` gave no directory ({rootfs!r})"
+                return
+            self._rootfs = rootfs
         self._image_problem = None
 
     async def aclose(self) -> None:
-        """Nothing of its own to remove: the podman runtime owns the scratch directory."""
+        """The commands image's mount goes (the podman runtime owns the scratch directory)."""
+        if self._rootfs is not None:
+            self._rootfs = None
+            with trio.CancelScope(shield=True), contextlib.suppress(PodmanCommandError):
+                await podman_command([self.files.settings.podman, "image", "unmount",
+                                      self.commands.image])
 
     async def run(self, spec: RunSpec) -> RunOutcome:
         if not self.ok:
@@ -86,9 +133,27 @@ class CommandsRuntime:
             return RunOutcome(status="runner_unavailable", output=None,
                               message=f"the call could not be set up ({exc.strerror or exc}). "
                                       f"{UNAVAILABLE}")
-        return await run_command_container(
-            files.settings, self.commands,
-            name=command_container_name(files.instance, spec.call_id),
-            uid=os.getuid(), gid=os.getgid(), rootless=files.check_result.rootless,
-            plan=plan, cwd=cwd, argv=argv,
-            stdin=None if stdin is None else stdin.encode("utf-8"))
+        name = command_container_name(files.instance, spec.call_id)
+        data = None if stdin is None else stdin.encode("utf-8")
+        if self._rootfs is not None and isinstance(files, OciRuntime) and files.direct:
+            return await run_command_bundle(
+                files, self.commands, lower=self._rootfs, name=name, uid=os.getuid(),
+                gid=os.getgid(), plan=plan, cwd=cwd, argv=argv, stdin=data)
+        return await self._run_podman(name, plan, cwd, argv, data)
+
+    async def _run_podman(self, name: str, plan: CommandPlan, cwd: str, argv: list[str],
+                          stdin: bytes | None) -> RunOutcome:
+        files = self.files
+        try:
+            pids = files.scratch.call_dir("pid-")
+        except OSError as exc:
+            return RunOutcome(status="runner_unavailable", output=None,
+                              message=f"the call could not be set up ({exc.strerror or exc}). "
+                                      f"{UNAVAILABLE}")
+        try:
+            return await run_command_container(
+                files.settings, self.commands, name=name, uid=os.getuid(), gid=os.getgid(),
+                rootless=files.check_result.rootless, plan=plan, cwd=cwd, argv=argv,
+                stdin=stdin, pidfile=os.fspath(pids / "pid"))
+        finally:
+            shutil.rmtree(pids, ignore_errors=True)

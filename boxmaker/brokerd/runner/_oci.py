@@ -33,7 +33,7 @@ import json
 import logging
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -165,7 +165,7 @@ class OciRuntime(PodmanRuntime):
         return result
 
     async def _runtime_command(self, *args: str, check: bool = True) -> bytes:
-        argv = [self.runtime, "--root", os.fspath(self.state), *args]
+        argv = self.runtime_argv(*args)
         if check:
             return await podman_command(argv, timeout_s=_COMMAND_TIMEOUT_S)
         with trio.CancelScope(shield=True), trio.move_on_after(_COMMAND_TIMEOUT_S):
@@ -195,26 +195,29 @@ class OciRuntime(PodmanRuntime):
             log.warning("removed %d leftover oci container(s) and %d bundle(s)",
                         len(names), len(bundles))
 
-    async def _launch(
-        self, name: str, mounts: Sequence[Mount], command: Sequence[str], request: bytes
-    ) -> _Exit:
-        if not self.direct:
-            return await super()._launch(name, mounts, command, request)
-        assert self._rootfs is not None and self._seccomp is not None
+    @property
+    def seccomp_config(self) -> dict[str, Any]:
+        """The seccomp profile in the runtime-spec form (after a direct start())."""
+        assert self._seccomp is not None
+        return self._seccomp
+
+    def runtime_argv(self, *args: str) -> list[str]:
+        """``RUNTIME --root STATE ARGS...``: this instance's runtime state."""
+        return [self.runtime, "--root", os.fspath(self.state), *args]
+
+    @contextlib.asynccontextmanager
+    async def call_bundle(self, name: str, lower: str) -> AsyncIterator[Path]:
+        """A fresh bundle for container `name`, its root an overlay over `lower`.
+
+        On the way out (shielded) the container is deleted when its state is left
+        and the bundle is unmounted and removed."""
         bundle = self.bundles / name
         bundle.mkdir(mode=0o700)
         try:
             for sub in ("upper", "work", "rootfs"):
                 (bundle / sub).mkdir(mode=0o700)
-            config = build_config(
-                self.settings, rootfs=os.fspath(bundle / "rootfs"),
-                cgroups_path=f"/boxmaker-{self.instance}/{name}", uid=self._uid, gid=self._gid,
-                mounts=mounts, command=command, seccomp=self._seccomp)
-            (bundle / "config.json").write_text(json.dumps(config), encoding="utf-8")
-            _overlay(self._rootfs, bundle)
-            argv = [self.runtime, "--root", os.fspath(self.state), "run", "--bundle",
-                    os.fspath(bundle), name]
-            return await self._execute(argv, name, request)
+            _overlay(lower, bundle)
+            yield bundle
         finally:
             with trio.CancelScope(shield=True):
                 # `run` deletes the container when its process ends; its state
@@ -224,10 +227,29 @@ class OciRuntime(PodmanRuntime):
                 with contextlib.suppress(OSError):
                     await trio.to_thread.run_sync(_remove_bundle, bundle)
 
+    async def _launch(
+        self, name: str, mounts: Sequence[Mount], command: Sequence[str], request: bytes
+    ) -> _Exit:
+        if not self.direct:
+            return await super()._launch(name, mounts, command, request)
+        assert self._rootfs is not None and self._seccomp is not None
+        async with self.call_bundle(name, self._rootfs) as bundle:
+            config = build_config(
+                self.settings, rootfs=os.fspath(bundle / "rootfs"),
+                cgroups_path=f"/boxmaker-{self.instance}/{name}", uid=self._uid, gid=self._gid,
+                mounts=mounts, command=command, seccomp=self._seccomp)
+            (bundle / "config.json").write_text(json.dumps(config), encoding="utf-8")
+            argv = self.runtime_argv("run", "--bundle", os.fspath(bundle), name)
+            return await self._execute(argv, name, request)
+
     async def _kill(self, name: str) -> None:
         if not self.direct:
             await super()._kill(name)
             return
+        await self.kill_container(name)
+
+    async def kill_container(self, name: str) -> None:
+        """``kill NAME KILL`` and ``delete --force NAME`` (shielded)."""
         await self._runtime_command("kill", name, "KILL", check=False)
         await self._runtime_command("delete", "--force", name, check=False)
 

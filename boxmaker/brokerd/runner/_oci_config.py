@@ -19,6 +19,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
+
 from ._mounts import Mount
 from ._podman_argv import CONTAINER_PATH, PodmanSettings
 
@@ -66,7 +68,7 @@ def _tmpfs(destination: str, size: str) -> dict[str, Any]:
             "options": [f"size={size}", "rw", "rprivate", "nosuid", "nodev"]}
 
 
-def _system_mounts() -> list[dict[str, Any]]:
+def _system_mounts(tmpfs_size: str) -> list[dict[str, Any]]:
     return [
         {"destination": "/proc", "type": "proc", "source": "proc",
          "options": ["nosuid", "noexec", "nodev"]},
@@ -82,17 +84,33 @@ def _system_mounts() -> list[dict[str, Any]]:
          "options": ["nosuid", "noexec", "nodev", "ro"]},
         {"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup",
          "options": ["rprivate", "nosuid", "noexec", "nodev", "relatime", "ro"]},
-        _tmpfs("/tmp", TMPFS_SIZE),
-        _tmpfs("/var/tmp", TMPFS_SIZE),
-        _tmpfs("/run", TMPFS_SIZE),
+        _tmpfs("/tmp", tmpfs_size),
+        _tmpfs("/var/tmp", tmpfs_size),
+        _tmpfs("/run", tmpfs_size),
     ]
 
 
 def bind_mount(mount: Mount) -> dict[str, Any]:
-    """One call mount: ``bind`` (not ``rbind``: not recursive), nosuid, nodev, noexec."""
+    """One call mount: ``bind`` (not ``rbind``: not recursive), nosuid, nodev, and
+    noexec unless the mount says otherwise (run_command's grant entries)."""
+    options = ["ro" if mount.read_only else "rw", "bind", "nosuid", "nodev"]
+    if mount.noexec:
+        options.append("noexec")
     return {"destination": mount.destination, "type": "bind", "source": mount.source,
-            "options": ["ro" if mount.read_only else "rw", "bind", "nosuid", "nodev", "noexec",
-                        "rprivate"]}
+            "options": [*options, "rprivate"]}
+
+
+@attrs.frozen(kw_only=True)
+class Process:
+    """What differs between the toolkit's and a command's process and limits."""
+
+    args: tuple[str, ...]
+    env: tuple[str, ...]
+    cwd: str
+    memory: str
+    pids: int
+    cpus: float
+    tmpfs_size: str
 
 
 def build_config(
@@ -106,17 +124,38 @@ def build_config(
     command: Sequence[str],
     seccomp: dict[str, Any],
 ) -> dict[str, Any]:
-    """The runtime-spec configuration of one container (golden files: fixtures/runner/oci-*)."""
-    memory = memory_bytes(settings.memory)
+    """The runtime-spec configuration of one toolkit container (golden: fixtures/runner/oci-*)."""
+    process = Process(
+        args=tuple(command),
+        env=(f"PATH={CONTAINER_PATH}", "PYTHONSAFEPATH=1", "PYTHONNOUSERSITE=1",
+             f"HOME={'/root' if uid == 0 else '/'}", f"HOSTNAME={HOSTNAME}"),
+        cwd="/", memory=settings.memory, pids=settings.pids, cpus=settings.cpus,
+        tmpfs_size=TMPFS_SIZE)
+    return container_config(settings, process, rootfs=rootfs, cgroups_path=cgroups_path,
+                            uid=uid, gid=gid, mounts=mounts, seccomp=seccomp)
+
+
+def container_config(
+    settings: PodmanSettings,
+    process: Process,
+    *,
+    rootfs: str,
+    cgroups_path: str,
+    uid: int,
+    gid: int,
+    mounts: Sequence[Mount],
+    seccomp: dict[str, Any],
+) -> dict[str, Any]:
+    """The wall every oci container of brokerd's gets, around `process` (no I/O)."""
+    memory = memory_bytes(process.memory)
     return {
         "ociVersion": OCI_VERSION,
         "process": {
             "terminal": False,
             "user": {"uid": uid, "gid": gid, "umask": 0o022},
-            "args": list(command),
-            "env": [f"PATH={CONTAINER_PATH}", "PYTHONSAFEPATH=1", "PYTHONNOUSERSITE=1",
-                    f"HOME={'/root' if uid == 0 else '/'}", f"HOSTNAME={HOSTNAME}"],
-            "cwd": "/",
+            "args": list(process.args),
+            "env": list(process.env),
+            "cwd": process.cwd,
             "capabilities": {"bounding": [], "effective": [], "inheritable": [],
                              "permitted": [], "ambient": []},
             "rlimits": [
@@ -127,14 +166,14 @@ def build_config(
         },
         "root": {"path": rootfs, "readonly": True},
         "hostname": HOSTNAME,
-        "mounts": _system_mounts() + [bind_mount(m) for m in mounts],
+        "mounts": _system_mounts(process.tmpfs_size) + [bind_mount(m) for m in mounts],
         "linux": {
             "sysctl": {"net.ipv4.ping_group_range": "0 0"},
             "resources": {
                 "devices": [{"allow": False, "access": "rwm"}],
                 "memory": {"limit": memory, "swap": 2 * memory},
-                "cpu": {"quota": round(settings.cpus * _CPU_PERIOD), "period": _CPU_PERIOD},
-                "pids": {"limit": settings.pids},
+                "cpu": {"quota": round(process.cpus * _CPU_PERIOD), "period": _CPU_PERIOD},
+                "pids": {"limit": process.pids},
             },
             "cgroupsPath": cgroups_path,
             "namespaces": [{"type": kind} for kind in NAMESPACES],

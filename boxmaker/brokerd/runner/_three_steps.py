@@ -24,7 +24,7 @@ import contextlib
 import os
 import stat
 import subprocess
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import attrs
 import trio
@@ -63,12 +63,17 @@ class Captured:
     timed_out: bool
 
 
-def check_mount_identities(pid: int, mounts: Sequence[MountIdentity]) -> None:
-    """Step 2's check (blocking I/O): each destination below /proc/<pid>/root is what was walked."""
+def check_mount_identities(pid: int, mounts: Sequence[MountIdentity], *,
+                           under: str = "/") -> None:
+    """Step 2's check (blocking I/O): each destination below /proc/<pid>/root is what was walked.
+
+    `under`: where the container's root is in that process's view (``/`` after
+    its pivot_root; the bundle's root file system before it, as the oci
+    launcher's hook sees it), walked the same way, without following a link."""
     root = os.open(f"/proc/{pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for mount in mounts:
-            found = _walk_inside(root, mount.destination)
+            found = _walk_inside(root, under.rstrip("/") + mount.destination)
             if (found.st_dev, found.st_ino) != (mount.dev, mount.ino):
                 raise UnsafeTarget(
                     f"{mount.destination}: the mount is not what was checked "
@@ -195,6 +200,24 @@ async def run_captured(
         [podman, "start", "--attach", "--interactive", name],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         env=child_environment())
+
+    async def stop() -> None:
+        await remove_container(podman, name)
+
+    return await capture(process, stdin=stdin, keep_each=keep_each, timeout_s=timeout_s,
+                         overflow_bytes=overflow_bytes, stop=stop)
+
+
+async def capture(
+    process: trio.Process, *, stdin: bytes | None, keep_each: int, timeout_s: float,
+    stop: Callable[[], Awaitable[None]], overflow_bytes: int = OVERFLOW_BYTES,
+) -> Captured:
+    """A started process's stdin fed, stdout and stderr captured (see `run_captured`).
+
+    `stop` kills the container: after the timeout (shielded here) and while a
+    stream that printed without end is read on.  The process is reaped
+    whatever happens.
+    """
     assert process.stdin and process.stdout and process.stderr
     out: tuple[bytes, int, bool] = (b"", 0, False)
     err: tuple[bytes, int, bool] = (b"", 0, False)
@@ -217,11 +240,11 @@ async def run_captured(
                 else:
                     err = got
                 if got[2]:
-                    # Printing without end: stop it, and read on meanwhile (podman's
+                    # Printing without end: stop it, and read on meanwhile (an
                     # attach blocked on a full pipe would hold the container, and
-                    # `podman rm` with it, until the timeout).
+                    # its removal with it, until the timeout).
                     async with trio.open_nursery() as inner:
-                        inner.start_soon(remove_container, podman, name)
+                        inner.start_soon(stop)
                         inner.start_soon(_drain, stream)
 
             async with trio.open_nursery() as nursery:
@@ -231,7 +254,8 @@ async def run_captured(
             await process.wait()
         if scope.cancelled_caught:
             timed_out = True
-            await remove_container(podman, name)
+            with trio.CancelScope(shield=True):
+                await stop()
             with trio.move_on_after(_KILL_GRACE_S):
                 await process.wait()
     finally:
