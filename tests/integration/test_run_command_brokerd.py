@@ -4,7 +4,8 @@ Each case is an attack or a promise of 12's "run_command" checked from
 broker.sock: the allowed program runs in the granted tree with no network,
 brokerd's home inside the grant is masked, a symbolic link as cwd is refused,
 a program given as a path is not the bare name the grant allows, shell words
-are plain bytes, a missing program exits 127.
+are plain bytes, a missing program exits 127.  On both launchers; the oci
+one's run is opt-in (`-m oci_wall`, docs/decisions.md).
 """
 
 from __future__ import annotations
@@ -59,16 +60,25 @@ def proj() -> Iterator[Path]:
     shutil.rmtree(root)
 
 
-@pytest.fixture
-def brokerd(proj: Path) -> Iterator[tuple[Home, BrokerdProcess]]:
+LAUNCHERS = ["podman", pytest.param("oci", marks=pytest.mark.oci_wall)]
+
+
+def configure(home: Home, launcher: str) -> None:
+    """The podman runner on `launcher`, the tools image, and `[commands]`."""
     image = tools_image()
     commands = commands_image()
-    home = Home(runner="podman", grants={"proj.toml": grants(proj)}, fsync=False)
     text = home.config.read_text().replace(
         'kind = "podman"\n',
-        f'kind = "podman"\npodman = "podman"\nimage = "{image}"\noci_runtime = "runc"\n')
+        f'kind = "podman"\npodman = "podman"\nimage = "{image}"\noci_runtime = "runc"\n'
+        f'launcher = "{launcher}"\n')
     text += f'\n[commands]\nimage = "{commands}"\ntimeout_ms = 60000\n'
     home.config.write_text(text)
+
+
+@pytest.fixture(params=LAUNCHERS)
+def brokerd(request: pytest.FixtureRequest, proj: Path) -> Iterator[tuple[Home, BrokerdProcess]]:
+    home = Home(runner="podman", grants={"proj.toml": grants(proj)}, fsync=False)
+    configure(home, request.param)
     proc = start(home, timeout=120)
     try:
         yield home, proc
@@ -112,6 +122,9 @@ def test_no_network_and_a_missing_program(
     frame = run(home, ["no-such-program"], proj, 2)
     assert frame["result"]["status"] == "ok", frame
     assert frame["result"]["output"]["exit"] == 127
+    # the oci launcher ran it with runc itself, not through podman
+    oci = 'launcher = "oci"' in home.config.read_text()
+    assert ("`podman" not in frame["result"]["output"]["stderr"]) is oci, frame
 
 
 def test_a_path_is_not_the_bare_name_and_a_link_is_not_a_cwd(
@@ -126,17 +139,12 @@ def test_a_path_is_not_the_bare_name_and_a_link_is_not_a_cwd(
     assert frame["denied"]["code"] == "no_grant", frame
 
 
-def test_brokerds_home_inside_the_grant_is_masked(proj: Path) -> None:
-    image = tools_image()
-    commands = commands_image()
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_brokerds_home_inside_the_grant_is_masked(proj: Path, launcher: str) -> None:
     home = Home(runner="podman", grants={}, fsync=False)
     grant_root = home.root
     (home.grants / "all.toml").write_text(grants(grant_root))
-    text = home.config.read_text().replace(
-        'kind = "podman"\n',
-        f'kind = "podman"\npodman = "podman"\nimage = "{image}"\noci_runtime = "runc"\n')
-    text += f'\n[commands]\nimage = "{commands}"\ntimeout_ms = 60000\n'
-    home.config.write_text(text)
+    configure(home, launcher)
     proc = start(home, timeout=120)
     try:
         frame = run(home, ["ls", "-A", str(home.home)], grant_root)
