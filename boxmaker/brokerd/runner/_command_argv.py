@@ -15,6 +15,12 @@ as a list, never a shell string; a golden file
       --env LANG=C.UTF-8 --workdir CWD --log-driver=none --interactive
       <mounts> COMMANDS_IMAGE ARGV...
 
+On a rootful podman the call is one ``podman --hooks-dir D run --rm`` of
+the same flags instead (`build_command_run_argv`, golden
+fixtures/runner/command-run.json), with ``--annotation
+org.boxmaker.call=NAME`` that the call's own hooks.d file in D matches: its
+createRuntime hook stands in for the ``init`` step (`_hook.py`).
+
 The seccomp option is the one every boxmaker container carries (issue 22
 item 8; docs/decisions.md).  `M`, `P`, `C`, `T` come from `[commands]`,
 `nofile` and `nproc` from `[runner]`.  The mounts are `command_mounts`: each
@@ -27,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..._commands_config import CommandsSettings
+from ._hook import CALL_ANNOTATION
 from ._mounts import Mount
 from ._podman_argv import PodmanSettings, confinement_flags, podman_command_prefix
 
@@ -75,12 +82,49 @@ def build_command_create_argv(
 
     `pidfile`: where podman writes the container's init process id at ``init``
     (``--pidfile``, after the name), which spares the ``podman inspect`` step."""
-    if not argv:
-        raise ValueError("an empty argv")  # our bug: D2 refuses it
     out = podman_command_prefix(settings)
     out += ["create", "--pull=never", "--name", name,
             *(["--pidfile", pidfile] if pidfile is not None else [])]
-    out += confinement_flags(settings, uid=uid, gid=gid, rootless=rootless)
+    return out + _container_flags(settings, commands, uid=uid, gid=gid, rootless=rootless,
+                                  cwd=cwd, mounts=mounts, argv=argv)
+
+
+def build_command_run_argv(
+    settings: PodmanSettings,
+    commands: CommandsSettings,
+    *,
+    hooks_dir: str,
+    name: str,
+    uid: int,
+    gid: int,
+    rootless: bool,
+    cwd: str,
+    mounts: Sequence[Mount],
+    argv: Sequence[str],
+) -> list[str]:
+    """``podman --hooks-dir D run --rm`` for one call: the create flags, one podman
+    process, the call's annotation for its own hooks.d file (golden: fixtures/runner/)."""
+    out = podman_command_prefix(settings)
+    out += ["--hooks-dir", hooks_dir, "run", "--rm", "--pull=never", "--name", name,
+            "--annotation", f"{CALL_ANNOTATION}={name}"]
+    return out + _container_flags(settings, commands, uid=uid, gid=gid, rootless=rootless,
+                                  cwd=cwd, mounts=mounts, argv=argv)
+
+
+def _container_flags(
+    settings: PodmanSettings,
+    commands: CommandsSettings,
+    *,
+    uid: int,
+    gid: int,
+    rootless: bool,
+    cwd: str,
+    mounts: Sequence[Mount],
+    argv: Sequence[str],
+) -> list[str]:
+    if not argv:
+        raise ValueError("an empty argv")  # our bug: D2 refuses it
+    out = confinement_flags(settings, uid=uid, gid=gid, rootless=rootless)
     out += [
         "--memory",
         commands.memory,

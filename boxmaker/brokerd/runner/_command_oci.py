@@ -35,65 +35,16 @@ from ..._commands_config import CommandsSettings
 from ..._sockets._sd import child_environment
 from ...proto._escape import escape_text
 from ._command_mounts import CommandPlan
-from ._command_oci_config import VERDICT_NO, VERDICT_OK, build_command_config
+from ._command_oci_config import build_command_config
 from ._command_result import command_result
-from ._mounts import UnsafeTarget
+from ._hook_gate import Gate
 from ._oci import OciRuntime
 from ._podman_argv import UNAVAILABLE
 from ._spec import RunOutcome
-from ._three_steps import MountIdentity, capture, check_mount_identities
+from ._three_steps import MountIdentity, capture
 
-STATE_MAX_BYTES = 64 * 1024
-"""The hook's state line (runc's state JSON) is a few hundred bytes."""
 LOG_MAX_BYTES = 64 * 1024
 _NOT_FOUND = "executable file not found in $PATH"
-
-
-class _Gate:
-    """brokerd's side of the hook: the state line in, the identity walk, the verdict out."""
-
-    def __init__(self, bundle: Path, mounts: Sequence[MountIdentity]) -> None:
-        self.mounts = tuple(mounts)
-        self.under = os.path.realpath(bundle / "rootfs")
-        self.state_fifo = bundle / "hook-state"
-        self.verdict_fifo = bundle / "hook-verdict"
-        os.mkfifo(self.state_fifo, 0o600)
-        os.mkfifo(self.verdict_fifo, 0o600)
-        # Read-write: neither open waits for the hook, a read never sees an early
-        # end of file, and the verdict stays in the pipe until the hook reads it.
-        flags = os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC
-        self.state = trio.lowlevel.FdStream(os.open(self.state_fifo, flags))
-        self.verdict = os.open(self.verdict_fifo, flags)
-        self.checked = False
-        self.refused: UnsafeTarget | None = None
-
-    async def serve(self) -> None:
-        line = bytearray()
-        while b"\n" not in line:
-            chunk = await self.state.receive_some(4096)
-            line += chunk
-            if not chunk or len(line) > STATE_MAX_BYTES:
-                self.refused = UnsafeTarget("the runtime's hook gave no container state")
-                os.write(self.verdict, VERDICT_NO)
-                return
-        try:
-            state = json.loads(bytes(line).split(b"\n", 1)[0])
-            pid = state["pid"]
-            if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
-                raise ValueError(pid)
-            await trio.to_thread.run_sync(
-                lambda: check_mount_identities(pid, self.mounts, under=self.under))
-        except UnsafeTarget as exc:
-            self.refused = exc
-        except (ValueError, KeyError, TypeError, OSError) as exc:
-            self.refused = UnsafeTarget(f"the container's mounts could not be checked ({exc})")
-        else:
-            self.checked = True
-        os.write(self.verdict, VERDICT_OK if self.checked else VERDICT_NO)
-
-    async def aclose(self) -> None:
-        await self.state.aclose()
-        os.close(self.verdict)
 
 
 def runtime_error(log: bytes) -> str | None:
@@ -162,7 +113,8 @@ async def run_command_bundle(
                 state_fifo=os.fspath(bundle / "hook-state"),
                 verdict_fifo=os.fspath(bundle / "hook-verdict"))
             (bundle / "config.json").write_text(json.dumps(config), encoding="utf-8")
-            gate = _Gate(bundle, identities)
+            under = os.path.realpath(bundle / "rootfs")
+            gate = Gate(bundle, identities, lambda _state: under)
             log = bundle / "runtime.log"
             try:
                 process = await trio.lowlevel.open_process(

@@ -9,14 +9,11 @@ call's argv, cwd and the three variables (``--unsetenv-all``), `[commands]`'s
 memory, pids, cpus and ``/tmp`` size (``/var/tmp`` and ``/run`` sized alike),
 the grant's entries bound without ``noexec`` and the masks inside them.
 
-One thing more, in the place of podman's ``init`` step: a ``createRuntime``
-hook.  runc runs it after every mount of the container is in place and
-before the pivot_root and the program's exec, with the container's state on
-stdin; the hook (the host's ``/bin/sh``, no environment, builtins only)
-writes that state line to brokerd's FIFO and waits for brokerd's verdict on
-another.  brokerd reads the init process id from the state, walks each mount
-root below ``/proc/<pid>/root`` and answers ``ok``, or ``no`` (the hook
-fails, runc removes the container, nothing has run).  A golden file
+One thing more, in the place of podman's ``init`` step: the ``createRuntime``
+hook of `_hook.py`.  brokerd reads the init process id from the state it
+hands over, walks each mount root below ``/proc/<pid>/root`` and answers
+``ok``, or ``no`` (the hook fails, runc removes the container, nothing has
+run).  A golden file
 (fixtures/runner/oci-run_command.json) pins the configuration.  No I/O here.
 """
 
@@ -26,18 +23,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..._commands_config import CommandsSettings
+from ._hook import hook_entry
 from ._mounts import Mount
 from ._oci_config import HOSTNAME, Process, container_config
 from ._podman_argv import PodmanSettings
-
-HOOK_SHELL = "/bin/sh"
-HOOK_SCRIPT = ('read -r state || :; printf "%s\\n" "$state" > "$1" '
-               '&& read -r verdict < "$2" && [ "$verdict" = ok ]')
-"""$1: the state FIFO brokerd reads; $2: the verdict FIFO it answers on."""
-HOOK_TIMEOUT_S = 30
-"""runc kills a hook still waiting after this (a brokerd gone with -9 never answers)."""
-VERDICT_OK = b"ok\n"
-VERDICT_NO = b"no\n"
 
 
 def command_process(commands: CommandsSettings, *, cwd: str,
@@ -72,10 +61,5 @@ def build_command_config(
     config = container_config(settings, command_process(commands, cwd=cwd, argv=argv),
                               rootfs=rootfs, cgroups_path=cgroups_path, uid=uid, gid=gid,
                               mounts=mounts, seccomp=seccomp)
-    config["hooks"] = {"createRuntime": [{
-        "path": HOOK_SHELL,
-        "args": ["sh", "-c", HOOK_SCRIPT, "sh", state_fifo, verdict_fifo],
-        "env": [],
-        "timeout": HOOK_TIMEOUT_S,
-    }]}
+    config["hooks"] = {"createRuntime": [hook_entry(state_fifo, verdict_fifo)]}
     return config

@@ -1,4 +1,15 @@
-"""One `run_command` container, in podman's three steps (12-tool-sources): trio.
+"""One `run_command` container through podman (12-tool-sources): trio.
+
+On a rootful podman, `run_command_hooked`: one ``podman --hooks-dir D run
+--rm`` whose createRuntime hook (`_hook.py`, `_hook_gate.Gate`) hands brokerd
+the init process id once the mounts are in place and before the program is
+looked up; brokerd checks each mount root's identity below
+``/proc/<pid>/root`` and only its ``ok`` lets runc go on.  The identity walk
+of the three steps at the same point of the container's life, in one podman
+process instead of four (create, init, start, rm).  Its outcomes are those
+below; a program podman cannot find is podman's exit 127 with its message.
+
+On a rootless podman (its runc runs in podman's user namespace), the three steps:
 
 `run_command_container` builds the create argument list of the call
 (`build_command_create_argv`, with the plan's mounts) and runs it through
@@ -19,17 +30,33 @@ when there is none), stdout and stderr each kept up to half of
 
 from __future__ import annotations
 
+import json
+import subprocess
 from collections.abc import Sequence
+from pathlib import Path
+
+import trio
 
 from ..._commands_config import CommandsSettings
-from ._command_argv import build_command_create_argv
+from ..._sockets._sd import child_environment
+from ...proto._escape import escape_text
+from ._command_argv import build_command_create_argv, build_command_run_argv
 from ._command_mounts import CommandPlan
 from ._command_result import command_result
+from ._hook import hooks_dir_file
+from ._hook_gate import Gate, bundle_rootfs
 from ._mounts import UnsafeTarget
 from ._podman_argv import UNAVAILABLE, PodmanSettings
 from ._podman_check import PodmanCommandError
 from ._spec import RunOutcome
-from ._three_steps import MountIdentity, prepared_container, run_captured
+from ._three_steps import (
+    Captured,
+    MountIdentity,
+    capture,
+    prepared_container,
+    remove_container,
+    run_captured,
+)
 
 _NOT_FOUND = "executable file not found in $PATH"
 _DENIED = "permission denied"
@@ -92,6 +119,72 @@ async def run_command_container(
         return RunOutcome(status="runner_unavailable", output=None,
                           message=f"podman could not be started ({exc.strerror or exc}). "
                           f"{UNAVAILABLE}")
+    return _outcome(done, commands)
+
+
+async def run_command_hooked(
+    podman: PodmanSettings,
+    commands: CommandsSettings,
+    *,
+    name: str,
+    uid: int,
+    gid: int,
+    plan: CommandPlan,
+    cwd: str,
+    argv: Sequence[str],
+    stdin: bytes | None,
+    scratch: Path,
+) -> RunOutcome:
+    """One call on a rootful podman (see above).  `scratch`: a fresh directory private
+    to brokerd for the FIFOs and the hooks directory (the caller removes it)."""
+    identities = [MountIdentity(destination=d, dev=dev, ino=ino) for d, (dev, ino) in plan.roots]
+    hooks = scratch / "hooks.d"
+    try:
+        hooks.mkdir(mode=0o700)
+        gate = Gate(scratch, identities, bundle_rootfs)
+    except OSError as exc:
+        return RunOutcome(status="runner_unavailable", output=None,
+                          message=f"the call could not be set up ({exc.strerror or exc}). "
+                                  f"{UNAVAILABLE}")
+    done: Captured | None = None
+    try:
+        (hooks / "call.json").write_text(json.dumps(hooks_dir_file(
+            name, str(gate.state_fifo), str(gate.verdict_fifo))), encoding="utf-8")
+        run = build_command_run_argv(podman, commands, hooks_dir=str(hooks), name=name, uid=uid,
+                                     gid=gid, rootless=False, cwd=cwd, mounts=plan.mounts,
+                                     argv=argv)
+        process = await trio.lowlevel.open_process(
+            run, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=child_environment())
+
+        async def stop() -> None:
+            await remove_container(podman.podman, name)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(gate.serve)
+            done = await capture(process, stdin=stdin, keep_each=commands.output_max_bytes // 2,
+                                 timeout_s=commands.timeout_ms / 1000, stop=stop)
+            nursery.cancel_scope.cancel()
+    except OSError as exc:
+        return RunOutcome(status="runner_unavailable", output=None,
+                          message=f"podman could not be started ({exc.strerror or exc}). "
+                          f"{UNAVAILABLE}")
+    finally:
+        await gate.aclose()
+        if done is None or not gate.checked or done.timed_out:
+            # `run --rm` removes what ran to its end; anything else is removed here.
+            await remove_container(podman.podman, name)
+    if gate.refused is not None:
+        return RunOutcome(status="unsafe_target", output=None, message=str(gate.refused))
+    if not gate.checked and not done.timed_out:
+        err = escape_text(done.stderr[-2048:].decode("utf-8", "replace").strip())
+        return RunOutcome(status="runner_unavailable", output=None,
+                          message=f"podman could not run the container (exit "
+                                  f"{done.returncode}): {err}. {UNAVAILABLE}")
+    return _outcome(done, commands)
+
+
+def _outcome(done: Captured, commands: CommandsSettings) -> RunOutcome:
     if done.timed_out or done.returncode is None:
         return RunOutcome(status="timeout", output=None,
                           message=f"the command ran past {commands.timeout_ms} ms and was killed")

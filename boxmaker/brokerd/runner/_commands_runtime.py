@@ -7,8 +7,10 @@ check) and adds the one thing it needs of its own: the owner's commands image
 allowed call is planned by `plan_command_call` (the winning grant's `paths`,
 `write` and the deny masks the RunSpec carries) and run:
 
-- on the podman launcher by `run_command_container` (podman's three steps,
-  the init process id from ``--pidfile`` in the scratch directory);
+- on the podman launcher by `run_command_hooked` (one ``podman run --rm``,
+  the mounts checked by runc's ``createRuntime`` hook), or on a rootless
+  podman by `run_command_container` (podman's three steps, the init process
+  id from ``--pidfile`` in the scratch directory);
 - on the oci launcher (`OciRuntime.direct`) by `run_command_bundle`: the
   commands image is mounted once at start (``podman image mount``) and each
   call's container is run by the OCI runtime on a bundle, its mounts checked
@@ -33,7 +35,7 @@ from ...proto.tools import RunsOn
 from ._command_argv import command_container_name, command_container_prefix
 from ._command_mounts import CommandPlan, plan_command_call
 from ._command_oci import run_command_bundle
-from ._command_run import run_command_container
+from ._command_run import run_command_container, run_command_hooked
 from ._mounts import UnsafeTarget
 from ._oci import OciRuntime
 from ._podman import PodmanRuntime
@@ -145,15 +147,19 @@ class CommandsRuntime:
                           stdin: bytes | None) -> RunOutcome:
         files = self.files
         try:
-            pids = files.scratch.call_dir("pid-")
+            scratch = files.scratch.call_dir("cmd-")
         except OSError as exc:
             return RunOutcome(status="runner_unavailable", output=None,
                               message=f"the call could not be set up ({exc.strerror or exc}). "
                                       f"{UNAVAILABLE}")
         try:
+            if not files.check_result.rootless:
+                return await run_command_hooked(
+                    files.settings, self.commands, name=name, uid=os.getuid(), gid=os.getgid(),
+                    plan=plan, cwd=cwd, argv=argv, stdin=stdin, scratch=scratch)
             return await run_command_container(
                 files.settings, self.commands, name=name, uid=os.getuid(), gid=os.getgid(),
-                rootless=files.check_result.rootless, plan=plan, cwd=cwd, argv=argv,
-                stdin=stdin, pidfile=os.fspath(pids / "pid"))
+                rootless=True, plan=plan, cwd=cwd, argv=argv, stdin=stdin,
+                pidfile=os.fspath(scratch / "pid"))
         finally:
-            shutil.rmtree(pids, ignore_errors=True)
+            shutil.rmtree(scratch, ignore_errors=True)

@@ -18,11 +18,8 @@ import pytest
 
 from boxmaker._seccomp import oci_seccomp, seccomp_profile
 from boxmaker.brokerd.runner._command_argv import command_container_name, command_mounts
-from boxmaker.brokerd.runner._command_oci_config import (
-    HOOK_SCRIPT,
-    HOOK_SHELL,
-    build_command_config,
-)
+from boxmaker.brokerd.runner._command_oci_config import build_command_config
+from boxmaker.brokerd.runner._hook import HOOK_SCRIPT, HOOK_SHELL
 from boxmaker.brokerd.runner._mounts import Mount
 from boxmaker.brokerd.runner._oci_config import build_config
 from boxmaker.brokerd.runner._podman_argv import instance_id, toolkit_command

@@ -1,7 +1,8 @@
 """One run_command container on a real podman (marker `podman`), on both launchers.
 
-podman's three steps (`run_command_container`) and, as the opt-in second run
-(`oci_wall`), the oci launcher (`run_command_bundle`: runc on a bundle, the
+One ``podman run --rm`` checked by its createRuntime hook (`run_command_hooked`,
+what a rootful brokerd runs), podman's three steps (`run_command_container`,
+a rootless one's) and, as the opt-in second run (`oci_wall`), the oci launcher (`run_command_bundle`: runc on a bundle, the
 mounts checked by its createRuntime hook).  Needs podman and the default
 commands image (scripts/build-commands-image); skipped with the reason when
 either is missing.  Each test checks that no container is left.
@@ -24,7 +25,7 @@ from boxmaker._protected import Candidate, resolve_roots
 from boxmaker.brokerd.runner._command_argv import command_container_name, command_container_prefix
 from boxmaker.brokerd.runner._command_mounts import CommandPlan, plan_command_call
 from boxmaker.brokerd.runner._command_oci import run_command_bundle
-from boxmaker.brokerd.runner._command_run import run_command_container
+from boxmaker.brokerd.runner._command_run import run_command_container, run_command_hooked
 from boxmaker.brokerd.runner._host_walk import HostWalker
 from boxmaker.brokerd.runner._mounts import MaskSources
 from boxmaker.brokerd.runner._oci import OciRuntime
@@ -82,6 +83,8 @@ class Box:
     image: str
     oci: OciRuntime | None = None
     lower: str | None = None
+    hooked: Path | None = None
+    """The scratch directory of the hooked podman run (one fresh directory per call in it)."""
 
     async def run(self, proj: Path, argv: list[str], *, stdin: bytes | None = None,
                   write: bool = False, timeout_ms: int = 20_000, output_max_bytes: int = 65_536,
@@ -98,6 +101,13 @@ class Box:
                     self.oci, commands, lower=self.lower, name=name, uid=os.geteuid(),
                     gid=os.getegid(), plan=plan or _plan(proj, write), cwd=str(proj),
                     argv=argv, stdin=stdin)
+            if self.hooked is not None:
+                scratch = self.hooked / name
+                scratch.mkdir(mode=0o700)
+                return await run_command_hooked(
+                    podman, commands, name=name, uid=os.geteuid(), gid=os.getegid(),
+                    plan=plan or _plan(proj, write), cwd=str(proj), argv=argv, stdin=stdin,
+                    scratch=scratch)
             return await run_command_container(
                 podman, commands, name=name,
                 uid=os.geteuid(), gid=os.getegid(), rootless=os.geteuid() != 0,
@@ -105,10 +115,17 @@ class Box:
                 pidfile=pidfile)
 
 
-@pytest.fixture(params=["podman", pytest.param("oci", marks=pytest.mark.oci_wall)])
+@pytest.fixture(params=["podman-hooked", "podman-three-steps",
+                        pytest.param("oci", marks=pytest.mark.oci_wall)])
 async def box(request: pytest.FixtureRequest, image: str,
               tmp_path: Path) -> AsyncIterator[Box]:
-    if request.param == "podman":
+    if request.param == "podman-hooked":
+        if os.geteuid() != 0:
+            pytest.skip("the hooked run is a rootful podman's")
+        (tmp_path / "hooked").mkdir(mode=0o700)
+        yield Box(image, hooked=tmp_path / "hooked")
+        return
+    if request.param == "podman-three-steps":
         yield Box(image)
         return
     (tmp_path / "oci-home").mkdir()
