@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from boxmaker._commands_config import CommandsSettings
 from boxmaker.brokerd.runner._command_argv import (
     build_command_create_argv,
+    build_command_run_argv,
     command_container_name,
     command_container_prefix,
     command_mounts,
@@ -108,3 +110,25 @@ def test_an_empty_argv_is_our_bug() -> None:
     with pytest.raises(ValueError):
         build_command_create_argv(SETTINGS, COMMANDS, name="n", uid=1, gid=1, rootless=False,
                                   cwd="/w", mounts=[], argv=[])
+
+
+def test_the_golden_run() -> None:
+    """The hooked form: the create flags after ``--hooks-dir D run --rm`` and the call's
+    annotation (generated once from the create list's flags, then read against it)."""
+    mounts = command_mounts([("/home/me/src/proj", "/home/me/src/proj")], write=True)
+    name = command_container_name(instance_id(Path("/var/lib/boxmaker")), 42)
+    kwargs = dict(name=name, uid=0, gid=0, rootless=False, cwd="/home/me/src/proj",
+                  mounts=mounts, argv=["git", "status"])
+    run = build_command_run_argv(SETTINGS, COMMANDS, hooks_dir="/run/bx/cmd-x/hooks.d",
+                                 **kwargs)  # type: ignore[arg-type]
+    golden = FIXTURES / "command-run.json"
+    if os.environ.get("BOXMAKER_UPDATE_GOLDEN") == "1":
+        golden.write_text(json.dumps(run, indent=1) + "\n")
+    assert run == json.loads(golden.read_text())
+    create = build_command_create_argv(SETTINGS, COMMANDS, **kwargs)  # type: ignore[arg-type]
+    at = create.index("create")
+    assert run[:at] == create[:at]
+    assert run[at:at + 9] == ["--hooks-dir", "/run/bx/cmd-x/hooks.d", "run", "--rm",
+                              "--pull=never", "--name", name, "--annotation",
+                              f"org.boxmaker.call={name}"]
+    assert run[at + 9:] == create[at + 4:]  # create --pull=never --name NAME

@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from boxmaker._seccomp import oci_seccomp, seccomp_profile
 from boxmaker.brokerd.runner._command_argv import command_container_name, command_mounts
 from boxmaker.brokerd.runner._command_oci_config import build_command_config
-from boxmaker.brokerd.runner._hook import HOOK_SCRIPT, HOOK_SHELL
+from boxmaker.brokerd.runner._hook import hook_entry
 from boxmaker.brokerd.runner._mounts import Mount
 from boxmaker.brokerd.runner._oci_config import build_config
 from boxmaker.brokerd.runner._podman_argv import instance_id, toolkit_command
@@ -82,31 +79,7 @@ def test_the_entries_run_programs_the_masks_never() -> None:
         assert mask["options"] == ["ro", "bind", "nosuid", "nodev", "noexec", "rprivate"]
 
 
-def _hook(tmp_path: Path, verdict: bytes) -> tuple[int, bytes]:
-    """Run the hook as runc would (state on stdin, no environment) with brokerd's FIFOs."""
-    (hook,) = config()["hooks"]["createRuntime"]
-    assert hook["path"] == HOOK_SHELL and hook["env"] == [] and hook["timeout"] > 0
-    state, answer = tmp_path / "state", tmp_path / "verdict"
-    os.mkfifo(state)
-    os.mkfifo(answer)
-    flags = os.O_RDWR | os.O_NONBLOCK
-    state_fd, answer_fd = os.open(state, flags), os.open(answer, flags)
-    try:
-        os.write(answer_fd, verdict)
-        done = subprocess.run([HOOK_SHELL, "-c", HOOK_SCRIPT, "sh", str(state), str(answer)],
-                              input=b'{"ociVersion":"1.0.2","id":"x","pid":4242}', env={},
-                              capture_output=True, timeout=30, check=False)
-        return done.returncode, os.read(state_fd, 4096)
-    finally:
-        os.close(state_fd)
-        os.close(answer_fd)
-
-
-@pytest.mark.parametrize(("verdict", "passes"), [(b"ok\n", True), (b"no\n", False),
-                                                 (b"okay\n", False), (b"\n", False)])
-def test_the_hook_hands_over_the_state_and_goes_on_only_on_ok(
-        tmp_path: Path, verdict: bytes, passes: bool) -> None:
-    """(A brokerd gone never answers: runc kills the hook after its timeout.)"""
-    code, line = _hook(tmp_path, verdict)
-    assert line == b'{"ociVersion":"1.0.2","id":"x","pid":4242}\n'
-    assert (code == 0) is passes
+def test_the_hook_is_the_one_of_hook_py() -> None:
+    hooks = config()["hooks"]
+    assert hooks == {"createRuntime": [hook_entry(f"{BUNDLE}/hook-state",
+                                                  f"{BUNDLE}/hook-verdict")]}

@@ -2,8 +2,9 @@
 
 One ``podman run --rm`` checked by its createRuntime hook (`run_command_hooked`,
 what a rootful brokerd runs), podman's three steps (`run_command_container`,
-a rootless one's) and, as the opt-in second run (`oci_wall`), the oci launcher (`run_command_bundle`: runc on a bundle, the
-mounts checked by its createRuntime hook).  Needs podman and the default
+a rootless one's) and, as the opt-in second run (`oci_wall`), the oci
+launcher (`run_command_bundle`: runc on a bundle, the mounts checked by its
+createRuntime hook).  Needs podman and the default
 commands image (scripts/build-commands-image); skipped with the reason when
 either is missing.  Each test checks that no container is left.
 """
