@@ -3,6 +3,7 @@ test_run_command_brokerd.py)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -74,4 +75,42 @@ async def test_a_command_container_a_kill_9_left_is_removed_at_start(tmp_path: P
     finally:
         await trio.run_process(["podman", "rm", "--force", "--ignore", name],
                                capture_stdout=True, check=False)
+        await files.aclose()
+
+
+IGNORES_HOOKS = """#!/bin/sh
+# podman that drops `--hooks-dir D`, as a podman that ran no hook would
+skip=0; first=1
+for a in "$@"; do
+  if [ $first = 1 ]; then set --; first=0; fi
+  if [ $skip = 1 ]; then skip=0; continue; fi
+  if [ "$a" = --hooks-dir ]; then skip=1; continue; fi
+  set -- "$@" "$a"
+done
+exec podman "$@"
+"""
+
+
+@pytest.mark.podman
+@pytest.mark.parametrize("runs_hooks", [True, False])
+async def test_the_hooked_run_is_used_only_once_a_trial_ran_the_hook(
+        tmp_path: Path, runs_hooks: bool) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the hooked run is a rootful podman's")
+    podman = "podman"
+    if not runs_hooks:
+        podman = str(tmp_path / "podman")
+        Path(podman).write_text(IGNORES_HOOKS)
+        os.chmod(podman, 0o755)
+    image = tools_image()
+    (tmp_path / "home").mkdir()
+    files = PodmanRuntime(PodmanSettings(image=image, podman=podman, oci_runtime="runc"),
+                          tmp_path / "home", trial_run=False)
+    try:
+        with trio.fail_after(120):
+            assert (await files.start()).ok
+            commands = CommandsRuntime(files, settings(image))
+            await commands.start()
+        assert commands.ok and commands.hooked is runs_hooks
+    finally:
         await files.aclose()

@@ -8,9 +8,10 @@ allowed call is planned by `plan_command_call` (the winning grant's `paths`,
 `write` and the deny masks the RunSpec carries) and run:
 
 - on the podman launcher by `run_command_hooked` (one ``podman run --rm``,
-  the mounts checked by runc's ``createRuntime`` hook), or on a rootless
-  podman by `run_command_container` (podman's three steps, the init process
-  id from ``--pidfile`` in the scratch directory);
+  the mounts checked by runc's ``createRuntime`` hook) once a trial run at
+  start showed podman running that hook; else (a rootless podman, or a trial
+  that failed) by `run_command_container` (podman's three steps, the init
+  process id from ``--pidfile`` in the scratch directory);
 - on the oci launcher (`OciRuntime.direct`) by `run_command_bundle`: the
   commands image is mounted once at start (``podman image mount``) and each
   call's container is run by the OCI runtime on a bundle, its mounts checked
@@ -36,7 +37,7 @@ from ._command_argv import command_container_name, command_container_prefix
 from ._command_mounts import CommandPlan, plan_command_call
 from ._command_oci import run_command_bundle
 from ._command_run import run_command_container, run_command_hooked
-from ._mounts import UnsafeTarget
+from ._mounts import Mount, UnsafeTarget
 from ._oci import OciRuntime
 from ._podman import PodmanRuntime
 from ._podman_argv import UNAVAILABLE
@@ -58,6 +59,9 @@ class CommandsRuntime:
         self._image_problem: str | None = "the commands image has not been checked yet"
         self._rootfs: str | None = None
         """The commands image's mount (the oci launcher's direct path only)."""
+        self.hooked = False
+        """True once a trial showed podman running the hook (`run_command_hooked`);
+        False: the three steps."""
 
     @property
     def ok(self) -> bool:
@@ -102,7 +106,39 @@ class CommandsRuntime:
                 self._image_problem = f"`podman image mount` gave no directory ({rootfs!r})"
                 return
             self._rootfs = rootfs
+        elif self.files.ok and not self.files.check_result.rootless:
+            self.hooked = await self._trial_hooked()
+            if not self.hooked:
+                log.warning("podman did not run the createRuntime hook of a trial command: "
+                            "each command goes through podman's three steps")
         self._image_problem = None
+
+    async def _trial_hooked(self) -> bool:
+        """One hooked run of ``true`` with a read-only mount of an empty directory: the
+        hook must have run and waited for brokerd's verdict (a program the image
+        lacks still counts: runc looks it up after the hook)."""
+        files = self.files
+        name = command_container_name(files.instance, "trial")
+        try:
+            scratch = files.scratch.call_dir("trial-")
+        except OSError:
+            return False
+        try:
+            (scratch / "mnt").mkdir(mode=0o700)
+            st = os.stat(scratch / "mnt")
+            mount = Mount(source=os.fspath(scratch / "mnt"), destination="/boxmaker-trial",
+                          read_only=True)
+            plan = CommandPlan(mounts=(mount,), roots=((mount.destination,
+                                                        (st.st_dev, st.st_ino)),),
+                               cwd_id=(st.st_dev, st.st_ino))
+            outcome = await run_command_hooked(
+                files.settings, self.commands, name=name, uid=os.getuid(), gid=os.getgid(),
+                plan=plan, cwd="/", argv=["true"], stdin=None, scratch=scratch)
+        except OSError:
+            return False
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        return outcome.status == "ok"
 
     async def aclose(self) -> None:
         """The commands image's mount goes (the podman runtime owns the scratch directory)."""
@@ -153,13 +189,13 @@ class CommandsRuntime:
                               message=f"the call could not be set up ({exc.strerror or exc}). "
                                       f"{UNAVAILABLE}")
         try:
-            if not files.check_result.rootless:
+            if self.hooked:
                 return await run_command_hooked(
                     files.settings, self.commands, name=name, uid=os.getuid(), gid=os.getgid(),
                     plan=plan, cwd=cwd, argv=argv, stdin=stdin, scratch=scratch)
             return await run_command_container(
                 files.settings, self.commands, name=name, uid=os.getuid(), gid=os.getgid(),
-                rootless=True, plan=plan, cwd=cwd, argv=argv, stdin=stdin,
+                rootless=files.check_result.rootless, plan=plan, cwd=cwd, argv=argv, stdin=stdin,
                 pidfile=os.fspath(scratch / "pid"))
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
