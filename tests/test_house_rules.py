@@ -82,6 +82,7 @@ PURE_MODULES = frozenset({
     "boxmaker._error_table",  # the one error table
     "boxmaker._commands_config",  # brokerd.toml's [commands]
     "boxmaker.brokerd._lifecycle",  # brokerd's call table
+    "boxmaker.brokerd._call_events",  # its events, verdict, replies and steps
 })
 """The pure modules outside proto/ and policy/ (rule 2).  A module that moves is renamed here."""
 
