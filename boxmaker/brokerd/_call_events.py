@@ -84,6 +84,16 @@ def args_too_long(size: int, limit: int) -> str:
             "([policy] max_args_bytes)")
 
 
+def too_long_to_record(tool: str, why: str, taint: Taint, grants_digest: str) -> Decision:
+    """brokerd's own `bad_args`, before the policy sees the call (`bounded_request`)."""
+    return refusal("bad_args", why, tool=tool, state=taint, grants_digest=grants_digest)
+
+
+def unanswerable(grant: str) -> Denied:
+    """The answer of a waiter whose approval brokerd failed to answer (its own bug)."""
+    return denied("expired", "brokerd could not answer this approval", grant)
+
+
 # -- what a call is, and what an approval shows
 
 

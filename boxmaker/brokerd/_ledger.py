@@ -38,7 +38,7 @@ import trio
 
 from .._error_table import condition, shown
 from .._errors import PeerError
-from ..policy._decision import Ask, refusal
+from ..policy._decision import Ask
 from ..policy._model import GrantState
 from ..proto._convert import U64
 from ..proto._json import canonical
@@ -63,9 +63,10 @@ from ._call_events import (
     Settled,
     Step,
     Ticket,
-    denied,
     exhausted,
+    too_long_to_record,
     too_many_pending,
+    unanswerable,
 )
 from ._lifecycle import CallLifecycle
 from ._policy_link import PolicyLink
@@ -309,8 +310,7 @@ class Ledger:
         taint = self.taint_of(request.session)
         ruled = (self._link.decide(request.tool, request.args, taint, grants)
                  if too_long is None else
-                 refusal("bad_args", too_long, tool=request.tool, state=taint,
-                         grants_digest=grants.digest))
+                 too_long_to_record(request.tool, too_long, taint, grants.digest))
         call = CallLifecycle(self.writer.next_seq + len(leading), request)
         ticket: Ticket | None = None
         entry: PendingApproval | None = None
@@ -410,8 +410,7 @@ class Ledger:
             _, failure = await self._commit([commit], shield=True)
         except BaseException:
             if not entry.answered:  # our bug: the waiter is not left hanging
-                entry.resolve(denied("expired", "brokerd could not answer this approval",
-                                     entry.grant))
+                entry.resolve(unanswerable(entry.grant))
             raise
         if failure is not None:
             raise failure
