@@ -6,6 +6,7 @@ both meet the code:
 
 - `ERROR_RUNBOOKS`: every wire error code and its pointer (or None);
 - `DENIAL_RUNBOOKS`: every broker.sock denial code and its pointer (or None);
+- `PAGE_STATUS`, `PAGE_WORDS`: how the approval page shows an admin.sock error;
 - `entries`: each exception class and its wire code and pointer, read from
   the classes themselves (``wire_code``, ``runbook`` and ``runbook_shown_by``
   on the class, `boxmaker._errors`): not a second list beside them;
@@ -78,6 +79,20 @@ DENIAL_RUNBOOKS: Final[Mapping[DenialCode, str | None]] = {
     "too_many_pending": "docs/runbook.md#too-many-pending",
 }
 """broker.sock denial codes and the runbook pointer each carries."""
+
+PAGE_STATUS: Final[Mapping[ErrorCode, int]] = {
+    "no_such_approval": 409,
+    "passkey_required": 403,
+    "no_such_passkey": 404,
+    "audit_unavailable": 503,
+}
+"""The HTTP status the approval page answers an admin.sock error with (11-approvals-web);
+any other code: 400."""
+
+PAGE_WORDS: Final[Mapping[ErrorCode, str]] = {
+    "no_such_approval": "already answered or expired",
+}
+"""What the approval page says before brokerd's message, for these codes."""
 
 
 @attrs.frozen

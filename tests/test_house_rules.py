@@ -579,14 +579,8 @@ ANSWER_BUILDERS = frozenset({"error_answer", "error_frame", "ErrorAnswer", "Deni
                              "refusal", "OutcomeDenied"})
 
 ALLOWED_CODES: dict[tuple[str, str], str] = {
-    ("boxmaker/approvals/_app.py", "no_such_approval"):
-        "the approval page's HTTP status and words for an admin.sock error it reads; the "
-        "error classes live in brokerd, which approvals may not import (rule 1)",
-    ("boxmaker/approvals/_app.py", "passkey_required"): "as no_such_approval",
-    ("boxmaker/approvals/_app.py", "no_such_passkey"): "as no_such_approval",
-    ("boxmaker/approvals/_app.py", "audit_unavailable"): "as no_such_approval",
     ("boxmaker/approvals/_admin_client.py", "bad_frame"):
-        "a framed client's failed step (`ClientFailed.step`), not a wire code",
+        "a framed client's failed step (`_framed_client.FailedAt`), not a wire code",
     ("boxmaker/bxctl/_admin_client.py", "bad_frame"): "as approvals/_admin_client.py",
     ("boxmaker/policy/_suggest.py", "refused"):
         "an `approval` record's verdict (04-audit), not a denial code",
