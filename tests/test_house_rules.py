@@ -586,15 +586,9 @@ ALLOWED_CODES: dict[tuple[str, str], str] = {
         "an `approval` record's verdict (04-audit), not a denial code",
     ("boxmaker/proto/mcp/_drift.py", "changed"): "a tool list's drift (`changed` tools), not "
                                                  "a denial code",
-    **{("boxmaker/loopd/_turn.py", code): "what the model is told of a code it reads in an "
-       "answer (06-loopd's words), and the two error codes a turn reports as they are"
-       for code in ("unknown_tool", "bad_args", "protected", "no_grant", "denied_by_grant",
-                    "taint", "grants_invalid", "refused", "expired", "changed",
-                    "unsafe_target", "approvals_exhausted", "too_many_pending",
-                    "runner_unavailable", "audit_unavailable")},
 }
 """(file, code) spelled outside the table and the owners, each with why: every one is
-a code read from a peer's answer or a word of another vocabulary, never one chosen."""
+a word of another vocabulary that is spelled as a code is."""
 
 
 def _code_uses(tree: ast.AST, codes: frozenset[str]) -> dict[int, set[str]]:
