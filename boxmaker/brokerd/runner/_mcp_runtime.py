@@ -33,8 +33,8 @@ from ._mcp_call import McpRun, run_mcp_call
 from ._mcp_launch import Launch, McpLauncher
 from ._spec import RunOutcome, RunSpec
 
-SOURCE_UNAVAILABLE_RUNBOOK: Final = "docs/operations.md#source-unavailable"
-PIN_MISMATCH_RUNBOOK: Final = "docs/operations.md#pin-mismatch"
+SOURCE_UNAVAILABLE_RUNBOOK: Final = "docs/runbook.md#source-unavailable"
+PIN_MISMATCH_RUNBOOK: Final = "docs/runbook.md#pin-mismatch"
 
 EventKind = Literal["cooling_down", "drifted"]
 
