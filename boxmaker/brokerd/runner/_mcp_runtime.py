@@ -26,6 +26,8 @@ from typing import Any, Final, Literal
 import attrs
 import trio
 
+from ..._error_table import pointer_of
+from ..._errors import PeerError, UnavailableError
 from ...proto.mcp import CoolDown, Pin, ServerDecl, UnpinnedReason, split_wire_name, tool_verdicts
 from ...proto.tools import RunsOn
 from ._mcp_argv import mcp_call_container_name
@@ -33,8 +35,25 @@ from ._mcp_call import McpRun, run_mcp_call
 from ._mcp_launch import Launch, McpLauncher
 from ._spec import RunOutcome, RunSpec
 
-SOURCE_UNAVAILABLE_RUNBOOK: Final = "docs/runbook.md#source-unavailable"
-PIN_MISMATCH_RUNBOOK: Final = "docs/runbook.md#pin-mismatch"
+
+class SourceUnavailable(UnavailableError):
+    """An MCP server did not start, negotiate or list in time, exited before the call
+    line, or is cooling down (12 "Results and taint"): nothing was sent."""
+
+    wire_code = "runner_unavailable"
+    runbook = "docs/runbook.md#source-unavailable"
+
+
+class PinMismatch(PeerError):
+    """The live tool list differs from the pin (12 "Loading and checking a pin"): the
+    server's doing; the call was not sent."""
+
+    wire_code = "runner_unavailable"
+    runbook = "docs/runbook.md#pin-mismatch"
+
+
+SOURCE_UNAVAILABLE_RUNBOOK: Final = pointer_of(SourceUnavailable)
+PIN_MISMATCH_RUNBOOK: Final = pointer_of(PinMismatch)
 
 EventKind = Literal["cooling_down", "drifted"]
 
