@@ -70,7 +70,7 @@ async def pinned(server: ServerDecl, launcher: SubprocessMcpLauncher) -> Pin:
     return make_pin(server=server.id, protocol=listed.protocol,  # type: ignore[arg-type]
                     source=pin_source(server), tools=pin_tools(listed.tools, ()),
                     server_info=listed.server_info, instructions=listed.instructions,
-                    pinned_at="2026-12-02T10:00:00Z", by=1000)
+                    pinned_at="2026-12-02T10:00:00.000000Z", by=1000)
 
 
 async def one_call(server: ServerDecl, launcher: SubprocessMcpLauncher, pin: Pin,

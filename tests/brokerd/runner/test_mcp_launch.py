@@ -117,7 +117,7 @@ async def test_a_probe_and_a_call_in_podman_leave_nothing() -> None:
     pin = make_pin(server="fake", protocol=probe.listed.protocol,  # type: ignore[arg-type]
                    source=pin_source(server), tools=pin_tools(probe.listed.tools, ()),
                    server_info=probe.listed.server_info, instructions=probe.listed.instructions,
-                   pinned_at="2026-12-02T10:00:00Z", by=0)
+                   pinned_at="2026-12-02T10:00:00.000000Z", by=0)
     name = f"boxmaker-test{os.getpid()}-mcp-fake-c1"
     launch = Launch(decl=server, name=name, mounts=[mount], identities=[identity])
     with trio.fail_after(240):
@@ -146,7 +146,8 @@ async def test_a_directory_swapped_before_init_is_unsafe_target(tmp_path: Path) 
                     identities=[MountIdentity(destination=str(walked), dev=st.st_dev,
                                               ino=st.st_ino)])
     pin = make_pin(server="fake", protocol="2026-07-28", source=pin_source(server), tools=(),
-                   server_info=None, instructions=None, pinned_at="2026-12-02T10:00:00Z", by=0)
+                   server_info=None, instructions=None,
+                   pinned_at="2026-12-02T10:00:00.000000Z", by=0)
     with trio.fail_after(240):
         run = await run_mcp_call(launcher, launch, pin=pin, call_id=2, mcp_name="echo",
                                  arguments={}, version="0.test")
