@@ -10,10 +10,13 @@ Few containers (CI time): a probe (one or two), one call, one refused create.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -32,7 +35,7 @@ from boxmaker.proto.mcp import (
     pin_source,
     pin_tools,
 )
-from tests.brokerd.runner.test_mcp_io import FAKE
+from tests.brokerd.runner.test_mcp_io import FAKE, RecordingReceive, RecordingSend
 from tests.fakes.podman import tools_image
 
 ENV_DUMP = ("import json, os, sys; sys.stdout.write(json.dumps(dict(os.environ)) + '\\n')")
@@ -155,3 +158,77 @@ async def test_a_directory_swapped_before_init_is_unsafe_target(tmp_path: Path) 
     assert "not what was checked" in (run.message or "")
     assert run.request_sha256 is None and run.exit is None
     assert not _exists(name)
+
+
+def mcp_image() -> str:
+    done = subprocess.run([str(Path(__file__).resolve().parents[3] / "scripts" /
+                               "build-mcp-image"), "--check"],
+                          capture_output=True, text=True, check=False, timeout=120)
+    if done.returncode != 0:
+        if os.environ.get("BOXMAKER_CI") == "1":
+            pytest.fail("no MCP test image (scripts/build-mcp-image)")
+        pytest.skip("no MCP test image (scripts/build-mcp-image)")
+    return done.stdout.strip()
+
+
+class Recording:
+    """Wraps a launcher: the process's stdin and stdout recorded byte for byte."""
+
+    def __init__(self, inner: PodmanMcpLauncher) -> None:
+        self.inner = inner
+        self.sent: list[RecordingSend] = []
+        self.read: list[RecordingReceive] = []
+
+    @asynccontextmanager
+    async def launch(self, launch: Launch) -> AsyncIterator[trio.Process]:
+        async with self.inner.launch(launch) as process:
+            assert process.stdin is not None and process.stdout is not None
+            process.stdin = RecordingSend(process.stdin)  # type: ignore[misc]
+            process.stdout = RecordingReceive(process.stdout)  # type: ignore[misc]
+            self.sent.append(process.stdin)
+            self.read.append(process.stdout)
+            yield process
+
+
+@pytest.mark.podman
+@pytest.mark.parametrize("protocol", ["auto", "2025-11-25"])
+async def test_the_reference_server_in_podman_and_its_hashes(protocol: str) -> None:
+    image = mcp_image()
+    state = parse_source_texts({"time.toml": f'''
+[[mcp_server]]
+id = "time"
+image = "{image}"
+command = ["/usr/bin/python3", "-m", "mcp_server_time", "--local-timezone", "UTC"]
+env = {{ PYTHONPATH = "/opt/mcp/time" }}
+label = "public"
+untrusted = false
+protocol = "{protocol}"
+start_timeout_ms = 120000
+'''})
+    assert isinstance(state, SourceSet), state
+    server = state.servers["time"]
+    launcher = Recording(_podman_launcher(tools_image()))
+    names = iter(f"boxmaker-test{os.getpid()}-mcp-time-p{n}" for n in range(1, 3))
+    with trio.fail_after(300):
+        probe = await probe_mcp_server(launcher, server, lambda: next(names), version="0.test")
+    assert probe.listed is not None, probe.problem
+    assert [t["name"] for t in probe.listed.tools] == ["get_current_time", "convert_time"]
+    pin = make_pin(server="time", protocol=probe.listed.protocol,  # type: ignore[arg-type]
+                   source=pin_source(server), tools=pin_tools(probe.listed.tools, ()),
+                   server_info=probe.listed.server_info, instructions=probe.listed.instructions,
+                   pinned_at="2026-12-02T10:00:00.000000Z", by=0)
+    name = f"boxmaker-test{os.getpid()}-mcp-time-c9"
+    with trio.fail_after(300):
+        run = await run_mcp_call(launcher, Launch(decl=server, name=name), pin=pin, call_id=9,
+                                 mcp_name="get_current_time", arguments={"timezone": "UTC"},
+                                 version="0.test")
+    assert run.status == "ok", run
+    assert run.output is not None and "UTC" in run.output["content"][0]["text"]
+    assert run.exit in (0, None)  # None: still running 2 s after its stdin closed (removed)
+    assert run.protocol == pin.protocol and run.list_digest == pin.digest
+    call = next(line for line in launcher.sent[-1].lines() if b'"tools/call"' in line)
+    answer = next(line for line in launcher.read[-1].lines() if b'"bx-call-9"' in line)
+    assert run.request_sha256 == hashlib.sha256(call).hexdigest()
+    assert run.response_sha256 == hashlib.sha256(answer).hexdigest()
+    for container in (*probe.containers, name):
+        assert not _exists(container)
