@@ -52,7 +52,7 @@ class McpLauncher(Protocol):
         ...
 
 
-async def _end(process: trio.Process) -> None:
+async def end_server(process: trio.Process) -> None:
     """Close stdin, give the server EXIT_GRACE_S, then kill it (shielded)."""
     with trio.CancelScope(shield=True):
         if process.stdin is not None:
@@ -86,7 +86,7 @@ class SubprocessMcpLauncher:
         try:
             yield process
         finally:
-            await _end(process)
+            await end_server(process)
 
 
 class PodmanMcpLauncher:
@@ -122,4 +122,4 @@ class PodmanMcpLauncher:
             try:
                 yield process
             finally:
-                await _end(process)
+                await end_server(process)
