@@ -27,9 +27,10 @@ import trio
 
 from ..._sockets._sd import child_environment
 from ...proto.mcp import ServerDecl
-from ._mcp_argv import build_mcp_create_argv, server_environment
+from ._mcp_argv import build_mcp_create_argv, mcp_container_prefix, server_environment
 from ._mounts import Mount
 from ._podman_argv import PodmanSettings
+from ._podman_check import remove_leftovers
 from ._three_steps import MountIdentity, prepared_container, reap
 
 EXIT_GRACE_S: Final = 2.0
@@ -100,6 +101,11 @@ class PodmanMcpLauncher:
         self.rootless = rootless
         self.pid_dir = pid_dir
         """A directory of brokerd's own for podman's ``--pidfile`` (None: ``inspect``)."""
+
+    async def remove_leftovers(self, instance: str) -> list[str]:
+        """At start: remove every ``boxmaker-<instance>-mcp-*`` container a crash left
+        behind (nothing is recorded: the log shows those calls as unfinished)."""
+        return await remove_leftovers(self.settings.podman, mcp_container_prefix(instance))
 
     def create_argv(self, launch: Launch) -> list[str]:
         return build_mcp_create_argv(

@@ -232,3 +232,22 @@ start_timeout_ms = 120000
     assert run.response_sha256 == hashlib.sha256(answer).hexdigest()
     for container in (*probe.containers, name):
         assert not _exists(container)
+
+
+@pytest.mark.podman
+async def test_leftover_server_containers_of_this_instance_are_swept() -> None:
+    image = tools_image()
+    launcher = _podman_launcher(image)
+    instance = f"t{os.getpid():07x}"[-8:]
+    mine = f"boxmaker-{instance}-mcp-fake-c7"
+    other = f"boxmaker-{instance}-call-7"
+    for name in (mine, other):
+        subprocess.run(["podman", "create", "--pull=never", "--name", name, "--network=none",
+                        image, "true"], check=True, capture_output=True)
+    try:
+        with trio.fail_after(120):
+            assert await launcher.remove_leftovers(instance) == [mine]
+        assert not _exists(mine) and _exists(other)
+    finally:
+        subprocess.run(["podman", "rm", "--force", "--ignore", mine, other], check=False,
+                       capture_output=True)
