@@ -31,6 +31,9 @@ Words, by where they act:
 - the call's answer: ``input_required``, ``error`` (a JSON-RPC error),
   ``is_error`` (``isError: true``), ``no_answer``, ``twice`` (answered twice),
   ``unknown_id`` (answered to another id);
+- ``network``: echo answers what the server sees of the network (its
+  interfaces, routes, a name resolved, a TCP connection to the echo text's
+  ``host:port``) instead of the text;
 - exits: ``exit_start`` (before reading anything), ``exit_initialize``,
   ``exit_list`` (instead of answering), ``exit_call`` (instead of answering),
   ``exit_answered`` (right after the answer, stdin still open),
@@ -76,6 +79,33 @@ def tools(behaviours: set[str]) -> list[dict[str, Any]]:
                     "inputSchema": {"type": "object",
                                     "properties": {"line": {"type": "string"}}}})
     return out
+
+
+def network_view(arguments: dict[str, Any]) -> dict[str, Any]:
+    """What the server can see and reach of the network (the wall tests' probe)."""
+    import socket
+    view: dict[str, Any] = {}
+    try:
+        view["interfaces"] = sorted(os.listdir("/sys/class/net"))
+    except OSError as exc:
+        view["interfaces"] = f"error: {exc}"
+    try:
+        with open("/proc/net/route", encoding="ascii") as file:
+            view["routes"] = file.read().splitlines()[1:]
+    except OSError as exc:
+        view["routes"] = f"error: {exc}"
+    try:
+        socket.getaddrinfo("example.org", 443)
+        view["resolve"] = "resolved"
+    except OSError as exc:
+        view["resolve"] = f"error: {exc}"
+    host, port = arguments.get("text", "127.0.0.1:9").rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=5):
+            view["connect"] = "connected"
+    except OSError as exc:
+        view["connect"] = f"error: {exc}"
+    return view
 
 
 class Server:
@@ -205,7 +235,9 @@ class Server:
                                      "inputRequests": {}})
             return
         arguments = params.get("arguments") or {}
-        if params.get("name") == "add":
+        if self.has("network"):
+            text = json.dumps(network_view(arguments))
+        elif params.get("name") == "add":
             text = str(arguments.get("a", 0) + arguments.get("b", 0))
         else:
             text = str(arguments.get("text", ""))

@@ -3,9 +3,13 @@
 The podman tests run the hand-written fixture server (standard library only)
 inside the tools image, its directory mounted read-only by the narrowest
 mount and checked by inode after `podman init`: a probe and a call through
-the three steps, the container gone afterwards; and a directory swapped
-between the walk and the mount, which is `unsafe_target` with nothing run.
-Few containers (CI time): a probe (one or two), one call, one refused create.
+the three steps, the container gone afterwards; a directory swapped between
+the walk and the mount, which is `unsafe_target` with nothing run; a server
+without egress that sees only `lo`, no route, no resolver and cannot reach a
+listener on the host's loopback; the sweep of leftovers; and the reference
+`mcp-server-time` (scripts/build-mcp-image) in both eras with its lines hashed.
+Few containers (CI time); the two reference tests take about 25 s each at
+load 15.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from boxmaker.proto.mcp import (
     pin_tools,
 )
 from tests.brokerd.runner.test_mcp_io import FAKE, RecordingReceive, RecordingSend
+from tests.fakes.mcp_stdio_server import tools as fake_tools
 from tests.fakes.podman import tools_image
 
 ENV_DUMP = ("import json, os, sys; sys.stdout.write(json.dumps(dict(os.environ)) + '\\n')")
@@ -251,3 +256,43 @@ async def test_leftover_server_containers_of_this_instance_are_swept() -> None:
     finally:
         subprocess.run(["podman", "rm", "--force", "--ignore", mine, other], check=False,
                        capture_output=True)
+
+
+@pytest.mark.podman
+async def test_a_server_without_egress_reaches_no_network() -> None:
+    """Only `lo`, no route, no resolver, and a listener on the host's loopback
+    (which the test watches) is not reached."""
+    import socket
+
+    image = tools_image()
+    launcher = _podman_launcher(image)
+    command = ["/usr/bin/python3", "-I", str(FAKE), json.dumps({"behaviours": ["network"]})]
+    server = decl(image, command, protocol="2026-07-28")
+    mount, identity = _fake_mount()
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    listener.setblocking(False)
+    port = listener.getsockname()[1]
+    name = f"boxmaker-test{os.getpid()}-mcp-fake-c3"
+    launch = Launch(decl=server, name=name, mounts=[mount], identities=[identity])
+    tools = fake_tools(set())
+    pin = make_pin(server="fake", protocol="2026-07-28", source=pin_source(server),
+                   tools=pin_tools(tools, ()), server_info=None, instructions=None,
+                   pinned_at="2026-12-02T10:00:00.000000Z", by=0)
+    try:
+        with trio.fail_after(240):
+            run = await run_mcp_call(launcher, launch, pin=pin, call_id=3, mcp_name="echo",
+                                     arguments={"text": f"127.0.0.1:{port}"},
+                                     version="0.test")
+        assert run.status == "ok", run
+        assert run.output is not None
+        view = json.loads(run.output["content"][0]["text"])
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+    finally:
+        listener.close()
+    assert view["interfaces"] == ["lo"]
+    assert view["routes"] == []
+    assert view["resolve"].startswith("error")
+    assert view["connect"].startswith("error")
