@@ -1,12 +1,13 @@
 """brokerd's runtimes: one per runtime kind, typed (05-brokerd, issue 25).
 
 A tool's catalogue entry says which runtime kind runs it (`Tool.runs_on`:
-files, fetch, commands, test); `[runner] kind` (podman, refusing, echo) says
-how brokerd makes its runtimes.  `Runtimes` holds the runtime that serves each
-kind and hands a call to the one its tool runs on.  A kind nothing serves goes
-to the configured runtime, which answers it `runner_unavailable` in its own
-words, as it always has (the podman runtime has no `echo`, the echo runtime
-runs only `echo`, the refusing runtime runs nothing).
+files, fetch, commands, test; `mcp` for every `mcp.<id>.<local>` tool);
+`[runner] kind` (podman, refusing, echo) says how brokerd makes its runtimes.
+`Runtimes` holds the runtime that serves each kind and hands a call to the one
+its tool runs on.  A kind nothing serves goes to the configured runtime, which
+answers it `runner_unavailable` in its own words, as it always has (the podman
+runtime has no `echo`, the echo runtime runs only `echo`, the refusing runtime
+runs nothing).
 """
 
 from __future__ import annotations
@@ -71,6 +72,8 @@ class Runtimes:
 
     def for_tool(self, tool: str) -> ServedRuntime:
         """The runtime that runs `tool` (the configured one when none serves its kind)."""
+        if tool.startswith("mcp."):
+            return self.by_kind.get("mcp", self.main)
         entry = CATALOGUE.get(tool)
         if entry is None:
             return self.main

@@ -98,6 +98,11 @@ class RunOutcome:
     runbook: str | None = None
     """The runbook pointer of a `runner_unavailable` answer when it is not the code's
     own `#runner-unavailable` (run_command without `[commands]`)."""
+    source: dict[str, Any] | None = None
+    """`result.source` of a tool source's call (12 "Audit records"); None for built-ins."""
+    mcp_status: str | None = None
+    """An MCP call's status as 12 names it (`pin_mismatch`, `source_unavailable` among
+    them, which `status` still carries as `runner_unavailable`)."""
 
 
 class Runtime(Protocol):

@@ -150,6 +150,10 @@ class Unavailable:
 
     reason: str
     protocol_violation: bool = False
+    named_version: str | None = None
+    """The version `initialize`'s answer named when it was not the one offered: with a
+    pinned version this is `pin_mismatch`, not `source_unavailable` (12 "Protocol
+    versions": a server cannot downgrade itself)."""
 
 
 FailKind = Literal["mcp_error", "input_required", "protocol", "crashed", "output_too_large"]
@@ -392,7 +396,9 @@ class McpClient:
         version = result.get("protocolVersion")
         if not isinstance(version, str) or version not in accepted:
             self._move(In.FAIL)
-            return [Unavailable(reason="no common protocol version (initialize named another)")]
+            return [Unavailable(reason="no common protocol version (initialize named another)",
+                                named_version=version[:64] if isinstance(version, str)
+                                else None)]
         self._move(In.INITIALIZED)
         self.protocol = version
         self.server_info = server_info_of(result.get("serverInfo"))

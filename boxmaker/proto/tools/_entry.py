@@ -24,12 +24,13 @@ one of its words, `argv` a list of strings exec'd as it is (run_command)."""
 TARGET_KINDS: Final[frozenset[str]] = frozenset({"path", "write_path", "url"})
 """The kinds of the argument a built-in tool's grants are matched on (its target)."""
 
-RunsOn = Literal["files", "fetch", "commands", "test"]
+RunsOn = Literal["files", "fetch", "commands", "test", "mcp"]
 """The runtime kind that runs a tool, distinct from `[runner] kind` (podman,
 refusing, echo), which says how those runtimes are made: `files` (the toolkit's
 file tools in a container), `fetch` (the toolkit's fetch through the egress
 proxy), `commands` (one program in the commands image), `test` (brokerd's own
-in-process test runtime).  Tool sources (MCP servers) add theirs."""
+in-process test runtime), `mcp` (an MCP server's container, every `mcp.<id>.<local>`
+tool; not a catalogue entry's)."""
 
 ApprovalBlock = Literal["args", "command"]
 """How the owner is shown a call waiting for approval: `args`, one row per
