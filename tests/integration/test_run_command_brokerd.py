@@ -9,7 +9,6 @@ are plain bytes, a missing program exits 127.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -19,21 +18,10 @@ from typing import Any
 import pytest
 
 from tests.fakes.brokerd import BrokerdProcess, Home, call_request, request, start
-from tests.fakes.podman import tools_image
+from tests.fakes.podman import commands_image, tools_image
 
 pytestmark = pytest.mark.podman
 REPO = Path(__file__).resolve().parents[2]
-
-
-def commands_image() -> str:
-    done = subprocess.run([str(REPO / "scripts" / "build-commands-image"), "--check"],
-                          capture_output=True, text=True, check=False, timeout=120)
-    if done.returncode == 0:
-        return done.stdout.strip()
-    why = "no default commands image (scripts/build-commands-image)"
-    if os.environ.get("BOXMAKER_CI") == "1":
-        pytest.fail(why)
-    pytest.skip(why)
 
 
 def grants(proj: Path) -> str:
