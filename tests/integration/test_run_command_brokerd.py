@@ -4,7 +4,9 @@ Each case is an attack or a promise of 12's "run_command" checked from
 broker.sock: the allowed program runs in the granted tree with no network,
 brokerd's home inside the grant is masked, a symbolic link as cwd is refused,
 a program given as a path is not the bare name the grant allows, shell words
-are plain bytes, a missing program exits 127.
+are plain bytes, a missing program exits 127.  One brokerd serves the first
+three tests (module fixtures); test_run_command_attacks.py holds the rest of
+the attacks.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ rest = "any"
 """
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def proj() -> Iterator[Path]:
     root = Path(subprocess.check_output(["mktemp", "-d", "/tmp/bx-cmd-XXXXXX"],
                                         text=True).strip())
@@ -47,7 +49,7 @@ def proj() -> Iterator[Path]:
     shutil.rmtree(root)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def brokerd(proj: Path) -> Iterator[tuple[Home, BrokerdProcess]]:
     image = tools_image()
     commands = commands_image()
