@@ -6,6 +6,8 @@ both meet the code:
 
 - `ERROR_RUNBOOKS`: every wire error code and its pointer (or None);
 - `DENIAL_RUNBOOKS`: every broker.sock denial code and its pointer (or None);
+- `PAGE_STATUS`, `PAGE_WORDS`: how the approval page shows an admin.sock error;
+- `MODEL_TEXT`, `TURN_ERRORS`: what loopd tells the model of a call that did not run;
 - `entries`: each exception class and its wire code and pointer, read from
   the classes themselves (``wire_code``, ``runbook`` and ``runbook_shown_by``
   on the class, `boxmaker._errors`): not a second list beside them;
@@ -78,6 +80,53 @@ DENIAL_RUNBOOKS: Final[Mapping[DenialCode, str | None]] = {
     "too_many_pending": "docs/runbook.md#too-many-pending",
 }
 """broker.sock denial codes and the runbook pointer each carries."""
+
+PAGE_STATUS: Final[Mapping[ErrorCode, int]] = {
+    "no_such_approval": 409,
+    "passkey_required": 403,
+    "no_such_passkey": 404,
+    "audit_unavailable": 503,
+}
+"""The HTTP status the approval page answers an admin.sock error with (11-approvals-web);
+any other code: 400."""
+
+PAGE_WORDS: Final[Mapping[ErrorCode, str]] = {
+    "no_such_approval": "already answered or expired",
+}
+"""What the approval page says before brokerd's message, for these codes."""
+
+MODEL_TEXT: Final[Mapping[str, str]] = {
+    "unknown_tool": "The owner's policy refused this call: there is no tool of that name.",
+    "bad_args": (
+        "The owner's policy refused this call: the arguments are not valid for this tool "
+        "(paths and URLs must be written exactly in canonical form). Do not retry the same call."
+    ),
+    "protected": "The owner's policy refused this call: that path belongs to boxmaker itself.",
+    "no_grant": "The owner's policy refused this call: no grant covers it.",
+    "denied_by_grant": "The owner's policy refused this call: a grant forbids it.",
+    "taint": (
+        "The owner's policy refused this call: this conversation has seen data that this "
+        "grant may not be used after."
+    ),
+    "grants_invalid": "The owner's policy refused this call: the owner's grant files are invalid.",
+    "refused": "The owner refused this call.",
+    "expired": "The owner did not answer in time; the call was not run.",
+    "changed": "The owner's rules changed while the call waited; it was not run.",
+    "unsafe_target": "The call was not run: its target is not safe (a link or a private address).",
+    "approvals_exhausted": "The call was not run: too many calls are waiting for the owner.",
+    "too_many_pending": "The call was not run: too many calls are waiting for the owner.",
+    "runner_unavailable": "The call was not run: tools cannot run right now.",
+    "audit_unavailable": "The call was not run: the audit log cannot be written.",
+    "broker_unavailable": "The call was not run: the policy daemon did not answer.",
+}
+"""What loopd tells the model of a call that did not run (06-loopd): a fixed text per
+denial code, per error code a turn reports as it is (`TURN_ERRORS`) and for
+`broker_unavailable`; they never quote the reason."""
+
+TURN_ERRORS: Final[frozenset[ErrorCode]] = frozenset({"runner_unavailable",
+                                                      "audit_unavailable"})
+"""broker.sock's error answers a turn reports under their own code (any other error:
+`broker_unavailable`)."""
 
 
 @attrs.frozen

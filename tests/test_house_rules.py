@@ -29,6 +29,12 @@ ones resolved, every one counted wherever it stands (in a function, under
 8. One tool catalogue (issue 25): outside ``boxmaker/proto/tools/_catalogue.py``
    no comparison, dict key or ``match`` case is a string constant equal to a
    tool's name (docstrings are neither).
+9. One place chooses each code (issue 24 item 1): outside the error table and
+   the error classes (``boxmaker/_error_table.py``, ``boxmaker/_errors.py``, a
+   class's ``wire_code``) and the modules that make denials (CODE_OWNERS), no
+   comparison, dict key, ``match`` case or ``code=`` argument (or first argument
+   of an answer builder) is a string constant equal to a wire error or denial
+   code.  ALLOWED_CODES names each exception, with its reason.
 
 A violation another engineer is removing right now is named in ALLOWED below,
 with who; the lead empties it after merging.  Nothing else may be added there.
@@ -82,6 +88,7 @@ PURE_MODULES = frozenset({
     "boxmaker._error_table",  # the one error table
     "boxmaker._commands_config",  # brokerd.toml's [commands]
     "boxmaker.brokerd._lifecycle",  # brokerd's call table
+    "boxmaker.brokerd._call_events",  # its events, verdict, replies and steps
 })
 """The pure modules outside proto/ and policy/ (rule 2).  A module that moves is renamed here."""
 
@@ -552,3 +559,102 @@ def test_no_module_but_the_catalogue_names_a_tool() -> None:
 def test_the_tool_name_rule_is_the_one_written_down(source: str, lines: list[int]) -> None:
     names = frozenset({"read_file", "list_dir", "write_file", "http_fetch", "echo"})
     assert _tool_name_uses(ast.parse(source), names) == lines
+
+
+# -- rule 9: one place chooses each code (issue 24 item 1) -----------------------------------
+
+ERROR_TABLE_MODULES = frozenset({"boxmaker._errors", "boxmaker._error_table"})
+"""The error classes' root and the one error table: where the codes are written."""
+
+CODE_OWNERS = frozenset({
+    "boxmaker.policy._verdict",  # D0..D8 choose the policy's denial codes
+    "boxmaker.policy._decide",  # a policy denial's words, by code; `changed` at redecide
+    "boxmaker.policy._decision",  # `grants_invalid`'s runbook pointer on a Decision
+    "boxmaker.brokerd._lifecycle",  # the call table: the ends of an approval, a run's result
+    "boxmaker.brokerd._call_events",  # brokerd's own denials (too long, no approval room)
+})
+"""The modules that make denials: each denial code is chosen where its rule is."""
+
+ANSWER_BUILDERS = frozenset({"error_answer", "error_frame", "ErrorAnswer", "Denied", "denied",
+                             "refusal", "OutcomeDenied"})
+
+ALLOWED_CODES: dict[tuple[str, str], str] = {
+    ("boxmaker/approvals/_admin_client.py", "bad_frame"):
+        "a framed client's failed step (`_framed_client.FailedAt`), not a wire code",
+    ("boxmaker/bxctl/_admin_client.py", "bad_frame"): "as approvals/_admin_client.py",
+    ("boxmaker/policy/_suggest.py", "refused"):
+        "an `approval` record's verdict (04-audit), not a denial code",
+    ("boxmaker/proto/mcp/_drift.py", "changed"): "a tool list's drift (`changed` tools), not "
+                                                 "a denial code",
+}
+"""(file, code) spelled outside the table and the owners, each with why: every one is
+a word of another vocabulary that is spelled as a code is."""
+
+
+def _code_uses(tree: ast.AST, codes: frozenset[str]) -> dict[int, set[str]]:
+    """Line -> the codes spelled there: rule 8's places (a comparison, a dict key, a
+    match case), a ``code=`` argument, and the first argument of an answer builder."""
+    found: dict[int, set[str]] = {}
+    for line in _tool_name_uses(tree, codes):
+        found[line] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else (
+            func.attr if isinstance(func, ast.Attribute) else "")
+        spelled = [k.value for k in node.keywords if k.arg == "code"]
+        if name in ANSWER_BUILDERS:
+            spelled += node.args[:1]
+        for value in spelled:
+            if isinstance(value, ast.Constant) and value.value in codes:
+                found.setdefault(node.lineno, set())
+    lines = {line: set() for line in found}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and node.value in codes and node.lineno in lines:
+            lines[node.lineno].add(node.value)
+    return {line: spelled for line, spelled in lines.items() if spelled}
+
+
+def _codes() -> frozenset[str]:
+    from typing import get_args
+
+    from boxmaker._error_table import DenialCode
+    from boxmaker._errors import ErrorCode
+
+    return frozenset(get_args(ErrorCode)) | frozenset(get_args(DenialCode))
+
+
+def test_no_literal_code_outside_the_table_and_its_owners() -> None:
+    """A wire error code is its class's (``wire_code``, answered by `answer_of`); a
+    denial code is chosen by the rule that denies.  Nowhere else is one spelled."""
+    codes = _codes()
+    assert set(MODULES) >= CODE_OWNERS and set(MODULES) >= ERROR_TABLE_MODULES
+    found = {(m.rel, code, line) for name, m in MODULES.items()
+             if name not in ERROR_TABLE_MODULES | CODE_OWNERS
+             for line, spelled in _code_uses(m.tree, codes).items() for code in spelled}
+    assert sorted(f for f in found if (f[0], f[1]) not in ALLOWED_CODES) == []
+    stale = set(ALLOWED_CODES) - {(rel, code) for rel, code, _ in found}
+    assert stale == set(), f"allowed but no longer spelled: {sorted(stale)}"
+    assert all(reason for reason in ALLOWED_CODES.values())
+
+
+@pytest.mark.parametrize(
+    ("source", "spelled"),
+    [
+        ('if answer.code == "no_such_approval":\n    pass\n', {1: {"no_such_approval"}}),
+        ('STATUS = {\n    "busy": 503,\n}\n', {2: {"busy"}}),
+        ('answer = error_answer("busy", "m", None)\n', {1: {"busy"}}),
+        ('answer = Denied(code="no_grant", reason="r", grant=None, runbook=None)\n',
+         {1: {"no_grant"}}),
+        ('answer = denied("expired", "r", None)\n', {1: {"expired"}}),
+        ('class Busy(PeerError):\n    """busy."""\n', {}),
+        ('message = "the broker is busy"\n', {}),
+        ('log.info("busy")\n', {}),
+    ],
+)
+def test_the_code_rule_is_the_one_written_down(source: str,
+                                               spelled: dict[int, set[str]]) -> None:
+    assert _code_uses(ast.parse(source), frozenset({"busy", "no_grant", "expired",
+                                                    "no_such_approval"})) == spelled

@@ -19,6 +19,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import urlsplit
 
+from .._error_table import PAGE_STATUS, PAGE_WORDS
 from .._errors import PeerError
 from ..proto._convert import U64, JsonObject, structure, unstructure
 from ..proto._errors import DecodeError
@@ -222,11 +223,11 @@ def _no_constant(name: str) -> Any:
 
 def _from_brokerd(answer: AdminAnswer) -> HttpError:
     if isinstance(answer, ErrorAnswer):
-        status = {"no_such_approval": 409, "passkey_required": 403, "no_such_passkey": 404,
-                  "audit_unavailable": 503}.get(answer.code, 400)
+        status = PAGE_STATUS.get(answer.code, 400)
         message = escape_line(answer.message)
-        if answer.code == "no_such_approval":
-            message = "already answered or expired (" + message + ")"
+        words = PAGE_WORDS.get(answer.code)
+        if words is not None:
+            message = words + " (" + message + ")"
         return HttpError(status, answer.code, message)
     return HttpError(502, "brokerd", f"brokerd answered {type(answer).__name__}")
 

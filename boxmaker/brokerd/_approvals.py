@@ -30,7 +30,8 @@ import trio
 
 from .._errors import UnavailableError
 from ..proto._taint import Taint
-from ._lifecycle import CallLifecycle, Reply, Ticket
+from ._call_events import Reply, Ticket
+from ._lifecycle import CallLifecycle
 
 ID_LOW = 100_000
 ID_HIGH = 999_999

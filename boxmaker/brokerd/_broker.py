@@ -18,9 +18,10 @@
    answer `result` (`runner_unavailable` is an error, `unsafe_target` a denial).
 
 A call that cannot be recorded is never run and never answered `result`: the
-answer is `error audit_unavailable`.  An error reply of the call table is
-raised (`CallFailed`); `handle_broker` is the one place a raised
-`BoxmakerError` becomes its `error` answer, with its class's code.
+answer is `error audit_unavailable`.  The call table's replies are broker.sock's
+answers themselves (`_call_events.Reply`), sent as they are; its error replies
+are made by `answer_of`, as `handle_broker` makes the answer of a raised
+`BoxmakerError`, with its class's code.
 """
 
 from __future__ import annotations
@@ -31,37 +32,18 @@ from typing import Any
 import trio
 
 from .._error_table import shown
-from .._errors import BoxmakerError
+from .._errors import BoxmakerError, InternalError
 from .._sockets._streams import send_frame
 from .._sockets._unix import PeerCred
 from .._sockets._unix_accept import leave_connection_places
+from ..policy._decision import Decision
 from ..policy._model import GrantState
-from ..proto._convert import U64, JsonObject
 from ..proto._json import dumps_bytes
-from ..proto.wire import (
-    DENIAL_RUNBOOKS,
-    BrokerAnswer,
-    BrokerRequest,
-    Denied,
-    Pending,
-    Result,
-    answer_of,
-    encode_broker_answer,
-)
+from ..proto.wire import BrokerAnswer, BrokerRequest, Pending, answer_of, encode_broker_answer
 from ._approvals import PendingApproval
+from ._call_events import Reply, Run, Started, bounded_request
 from ._context import Daemon
-from ._lifecycle import (
-    Allow,
-    AnswerDenied,
-    AnswerError,
-    AnswerPending,
-    AnswerResult,
-    CallLifecycle,
-    Reply,
-    Run,
-    Started,
-    bounded_request,
-)
+from ._lifecycle import CallLifecycle
 from .log._audit_writer import AuditUnavailable
 from .runner._queue import RunnerBusy, RunQueue
 from .runner._spec import RunStatus
@@ -74,11 +56,6 @@ _WATCH_CHUNK = 4096
 async def send_answer(stream: trio.abc.SendStream, request_id: int | None,
                       answer: BrokerAnswer) -> None:
     await send_frame(stream, encode_broker_answer(request_id, answer))
-
-
-def denied(code: str, reason: str, grant: str | None) -> Denied:
-    return Denied(code=code, reason=reason, grant=grant,  # type: ignore[arg-type]
-                  runbook=DENIAL_RUNBOOKS[code])  # type: ignore[index]
 
 
 async def handle_broker(stream: trio.abc.Stream, peer: PeerCred, daemon: Daemon,
@@ -105,35 +82,18 @@ async def _handle(stream: trio.abc.Stream, peer: PeerCred, daemon: Daemon,
     request_of, too_long = bounded_request(
         call.session, call.tool, call.args, peer_uid=peer.uid, peer_pid=peer.pid,
         max_args_bytes=daemon.config.max_args_bytes)
-    opened = await daemon.ledger.decide(request_of, grants, leading=leading, verdict=too_long)
+    opened = await daemon.ledger.decide(request_of, grants, leading=leading, too_long=too_long)
     reply: Reply | None = opened.reply
-    if isinstance(reply, AnswerPending) and opened.approval is not None:
+    if isinstance(reply, Pending) and opened.approval is not None:
         reply = await _wait_for_owner(stream, rid, daemon, reply, opened.approval)
     if isinstance(reply, Run):
         await _run_and_settle(stream, rid, daemon, opened.call, reply.allow, grants)
     elif reply is not None:
-        await send_answer(stream, rid, wire_answer(reply))
-
-
-def wire_answer(reply: Reply) -> BrokerAnswer:
-    """A final reply of the call table as the broker.sock answer; an error reply
-    is raised, for `handle_broker` to answer."""
-    if isinstance(reply, AnswerResult):
-        return Result(status=reply.status,
-                      output=JsonObject(reply.output) if reply.output is not None else None,
-                      label=reply.label, untrusted=reply.untrusted)
-    if isinstance(reply, AnswerDenied):
-        return denied(reply.code, reply.reason, reply.grant)
-    if isinstance(reply, AnswerError):
-        raise reply.error
-    if isinstance(reply, AnswerPending):
-        return Pending(approval_id=U64(reply.approval_id), expires_at=reply.expires_at,
-                       grant=reply.grant)
-    raise AssertionError(f"not an answer: {type(reply).__name__}")  # pragma: no cover
+        await send_answer(stream, rid, reply)
 
 
 async def _wait_for_owner(stream: trio.abc.Stream, rid: int, daemon: Daemon,
-                          pending: AnswerPending, entry: PendingApproval) -> Reply | None:
+                          pending: Pending, entry: PendingApproval) -> Reply | None:
     """Answer `pending`, then wait for the owner, the expiry, or the peer leaving.
 
     None: the requester went away and its withdrawal was recorded.
@@ -142,7 +102,7 @@ async def _wait_for_owner(stream: trio.abc.Stream, rid: int, daemon: Daemon,
         await daemon.ledger.expire([entry], reason="shutdown")
     else:
         try:
-            await send_answer(stream, rid, wire_answer(pending))
+            await send_answer(stream, rid, pending)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             if await _withdraw(daemon, entry):
                 return None
@@ -225,7 +185,7 @@ def _fits(output: dict[str, Any] | None, limit: int) -> bool:
 
 
 async def _run_and_settle(stream: trio.abc.Stream, rid: int, daemon: Daemon,
-                          call: CallLifecycle, allow: Allow,
+                          call: CallLifecycle, allow: Decision,
                           grants: GrantState | None = None) -> None:
     """Run an allowed call in its turn, record its result, and answer it."""
     request = call.request
@@ -236,7 +196,7 @@ async def _run_and_settle(stream: trio.abc.Stream, rid: int, daemon: Daemon,
     # Running tools finish within their limits even when brokerd is stopping.
     with trio.CancelScope(shield=True):
         if busy is not None:
-            await send_answer(stream, rid, wire_answer(await daemon.ledger.not_run(call, busy)))
+            await send_answer(stream, rid, _final(call, await daemon.ledger.not_run(call, busy)))
             return
         call.feed(Started())
         status: RunStatus
@@ -263,4 +223,12 @@ async def _run_and_settle(stream: trio.abc.Stream, rid: int, daemon: Daemon,
                                 "message": "the tool's output is larger than "
                                            "[runner] output_max_bytes"}}
         reply = await daemon.ledger.settle(call, status, output, message, runbook=runbook)
-        await send_answer(stream, rid, wire_answer(reply))
+        await send_answer(stream, rid, _final(call, reply))
+
+
+def _final(call: CallLifecycle, reply: Reply | None) -> BrokerAnswer:
+    """A settle's reply: an answer (a result, a denial or an error).  None: the
+    runtime's output breaks the answer's rules (recorded; the shell logs this)."""
+    if reply is None or isinstance(reply, Run):
+        raise InternalError(f"call {call.call_id}: the runtime's output is not an answer")
+    return reply

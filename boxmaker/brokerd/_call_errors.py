@@ -1,8 +1,8 @@
 """The errors a call of broker.sock is answered with (05-brokerd "Handling one call").
 
-The call table (`_lifecycle`) gives them in its error replies; broker.sock's
-handler raises them and answers them in one place, with the class's wire
-code.  Pure: no I/O.
+The call table (`_lifecycle`) answers them: its error reply is the wire
+answer of one (`proto.wire.answer_of`, the class's wire code), as a raised one
+is answered by broker.sock's handler.  Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from .._errors import UnavailableError
 
 __all__ = ["CallFailed", "CallNotRecorded", "CommandsUnconfigured", "RunnerUnavailable",
-           "runner_unavailable", "same_error"]
+           "runner_unavailable"]
 
 
 class CallFailed(UnavailableError):
@@ -47,7 +47,3 @@ def runner_unavailable(runbook: str | None, message: str) -> RunnerUnavailable:
         return CommandsUnconfigured(message)
     return RunnerUnavailable(message)
 
-
-def same_error(one: CallFailed, other: CallFailed) -> bool:
-    """Two errors of a reply are the same answer: one class, one message."""
-    return type(one) is type(other) and one.args == other.args

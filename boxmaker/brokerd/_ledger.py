@@ -38,6 +38,7 @@ import trio
 
 from .._error_table import condition, shown
 from .._errors import PeerError
+from ..policy._decision import Ask
 from ..policy._model import GrantState
 from ..proto._convert import U64
 from ..proto._json import canonical
@@ -45,16 +46,12 @@ from ..proto._taint import FAIL_CLOSED, NEW_SESSION, Taint
 from ..proto.audit import ApprovalAttempt, Declassify, Event, PasskeyUse, Record
 from ..proto.wire import approval_challenge, ts_from_unix
 from ._approvals import ApprovalIdsExhausted, PendingApproval, PendingTable
-from ._lifecycle import (
-    AnswerDenied,
+from ._call_events import (
     Approved,
-    AskOwner,
     AuditFailed,
     CallEvent,
-    CallLifecycle,
     CallRequest,
     Decided,
-    Deny,
     Expired,
     HoldApproval,
     NotRun,
@@ -67,8 +64,11 @@ from ._lifecycle import (
     Step,
     Ticket,
     exhausted,
+    too_long_to_record,
     too_many_pending,
+    unanswerable,
 )
+from ._lifecycle import CallLifecycle
 from ._policy_link import PolicyLink
 from ._state import (
     SessionState,
@@ -292,31 +292,34 @@ class Ledger:
         return await self.writer.append(events)
 
     async def decide(self, request: CallRequest, grants: GrantState, *,
-                     leading: Sequence[Event] = (), verdict: Deny | None = None) -> Opened:
+                     leading: Sequence[Event] = (), too_long: str | None = None) -> Opened:
         """Read the taint, decide, append `call` + `decision` (after `leading`).
 
-        `verdict`: brokerd's own denial, reached before the policy (arguments
-        too long).  The reply is `audit_unavailable` when nothing was recorded;
-        then nothing may run and nobody is answered as if recorded.
+        `too_long`: why brokerd denies the call `bad_args` itself, before the
+        policy (arguments too long to record; `bounded_request`).  The reply is
+        `audit_unavailable` when nothing was recorded; then nothing may run and
+        nobody is answered as if recorded.
         """
-        commit = self._decide_now(request, grants, leading, verdict)
+        commit = self._decide_now(request, grants, leading, too_long)
         (step,), failure = await self._commit([commit], leading)
         return Opened(call=commit.call, reply=_reply_of(step),
                       approval=commit.entry if failure is None else None)
 
     def _decide_now(self, request: CallRequest, grants: GrantState, leading: Sequence[Event],
-                    verdict: Deny | None) -> _Commit:
+                    too_long: str | None) -> _Commit:
         taint = self.taint_of(request.session)
-        ruled = verdict or self._link.decide(request.tool, request.args, taint, grants)
+        ruled = (self._link.decide(request.tool, request.args, taint, grants)
+                 if too_long is None else
+                 too_long_to_record(request.tool, too_long, taint, grants.digest))
         call = CallLifecycle(self.writer.next_seq + len(leading), request)
         ticket: Ticket | None = None
         entry: PendingApproval | None = None
-        if isinstance(ruled, AskOwner):
+        if isinstance(ruled, Ask):
             full = self.pending.no_room(request.session, total=self._max_pending,
                                         per_session=self._max_pending_per_session)
             if full is not None:
                 ruled = too_many_pending(ruled, full)
-        if isinstance(ruled, AskOwner):
+        if isinstance(ruled, Ask):
             try:
                 ticket, shown = self._ticket(call, ruled)
             except ApprovalIdsExhausted as exc:
@@ -328,7 +331,7 @@ class Ledger:
                                  ticket=ticket))
         return _Commit(call=call, step=step, entry=entry)
 
-    def _ticket(self, call: CallLifecycle, asked: AskOwner) -> tuple[Ticket, dict[str, Any]]:
+    def _ticket(self, call: CallLifecycle, asked: Ask) -> tuple[Ticket, dict[str, Any]]:
         """Draw the approval's id, times and challenge.  Raises ApprovalIdsExhausted."""
         approval_id = self.pending.new_id()
         request = call.request
@@ -346,11 +349,14 @@ class Ledger:
 
     async def settle(self, call: CallLifecycle, status: RunStatus,
                      output: dict[str, Any] | None, message: str | None, *,
-                     runbook: str | None = None) -> Reply:
-        """Record the result; a call that ran raises the taint as it is now."""
+                     runbook: str | None = None) -> Reply | None:
+        """Record the result; a call that ran raises the taint as it is now.
+
+        The reply is its answer; None when the runtime's output breaks the
+        `result` answer's rules (a runtime's bug: recorded, answered by nobody)."""
         commit = self._settle_now(call, status, output, message, runbook=runbook)
         (step,), _ = await self._commit([commit])
-        return _reply_of(step)
+        return step.reply
 
     async def not_run(self, call: CallLifecycle, reason: str) -> Reply:
         """Record that an allowed call never got a run slot (runner_unavailable)."""
@@ -404,8 +410,7 @@ class Ledger:
             _, failure = await self._commit([commit], shield=True)
         except BaseException:
             if not entry.answered:  # our bug: the waiter is not left hanging
-                entry.resolve(AnswerDenied(code="expired", grant=entry.grant,
-                                           reason="brokerd could not answer this approval"))
+                entry.resolve(unanswerable(entry.grant))
             raise
         if failure is not None:
             raise failure
@@ -418,7 +423,7 @@ class Ledger:
             event = Refused(by=by, reason=refused)
         else:
             asked = call.verdict
-            if not isinstance(asked, AskOwner):  # pragma: no cover - pending means asked
+            if not isinstance(asked, Ask):  # pragma: no cover - pending means asked
                 raise TypeError("a pending call without its ask")
             taint = self.taint_of(entry.session)
             event = Approved(redecision=self._link.redecide(asked, taint, grants),

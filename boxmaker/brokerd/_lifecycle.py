@@ -25,45 +25,63 @@ Each ledger step is a synchronous function that reads the state, feeds this
 table and returns the records; its only `await` is the append of what it
 returned, so no other task moves the state between the read and the append.
 
-The verdicts and the ticket are frozen; the events, steps and replies, made
-afresh for every call and changed by nobody, are plain slotted attrs classes
-(a frozen attrs init costs nearly twice as much, on every call's path).
+The events, the verdict they carry (the policy's `Decision | Ask`), the
+replies (broker.sock's answers, plus `Run`) and the steps are in
+`_call_events.py`, as h11 keeps `_events.py` beside `_state.py`.
 """
 
 from __future__ import annotations
 
 import enum
-import hashlib
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Final, Literal, TypeGuard, get_args
-
-import attrs
+from typing import Any, Final, Literal, TypeGuard, get_args
 
 from .._error_table import condition
 from .._errors import InternalError
 from ..policy._decision import Ask, Decision
-from ..proto._convert import U64, JsonObject
-from ..proto._json import canonical, dumps_bytes
+from ..proto._convert import U64, InvalidValue, JsonObject
 from ..proto._taint import Label, Taint
 from ..proto.audit import (
     ApprovalRecord,
     BoundedCall,
     DecisionRecord,
-    Event,
-    OmittedArgs,
     OutcomeAllowed,
     OutcomeAsk,
     OutcomeDenied,
-    OutputDigest,
     PasskeyUse,
     Peer,
     Redecision,
     ResultRecord,
     ResultStatus,
 )
-from ..proto.wire import DenialCode
+from ..proto.wire import ErrorAnswer, Pending, Result, answer_of
 from ..proto.wire import ResultStatus as RanStatus
-from ._call_errors import CallFailed, CallNotRecorded, runner_unavailable, same_error
+from ._call_errors import CallFailed, CallNotRecorded, runner_unavailable
+from ._call_events import (
+    Approved,
+    AuditFailed,
+    CallEvent,
+    CallRequest,
+    Decided,
+    Effect,
+    Expired,
+    HoldApproval,
+    NotRun,
+    Refused,
+    ReleaseApproval,
+    Reply,
+    RequesterGone,
+    Run,
+    SetTaint,
+    Settled,
+    Started,
+    Step,
+    Ticket,
+    Verdict,
+    bound_reason,
+    denied,
+    output_digest,
+)
 
 
 class CallState(enum.Enum):
@@ -88,306 +106,6 @@ class CallState(enum.Enum):
 
 class CallProtocolError(InternalError):
     """An event that the call's state has no transition for (brokerd's own bug)."""
-
-
-# -- verdicts: the policy's word, and brokerd's own denials, in one shape
-
-
-@attrs.frozen(init=False)
-class Allow:
-    """The policy allowed the call: the only thing a RunSpec is built from."""
-
-    decision: Decision
-    grant: str | None
-    label: Label
-    """D8's result label (what the call's output is labelled)."""
-    untrusted: bool
-
-    def __init__(self, decision: Decision) -> None:
-        if not isinstance(decision, Decision) or not decision.allowed:
-            raise TypeError("a RunSpec is built only from an allowed Decision")
-        self.__attrs_init__(decision=decision, grant=decision.grant,
-                            label=decision.label or "public",
-                            untrusted=bool(decision.untrusted))
-
-
-@attrs.frozen
-class AskOwner:
-    """The call waits for the owner; `ask` is re-decided at approval time."""
-
-    ask: Ask
-
-    @property
-    def grant(self) -> str:
-        return self.ask.grant
-
-
-@attrs.frozen(kw_only=True)
-class Deny:
-    code: DenialCode
-    reason: str
-    """Whole, for the answer; the record carries it bounded (`bound_reason`)."""
-    grant: str | None = None
-
-
-Verdict = Allow | AskOwner | Deny
-
-MAX_REASON_BYTES = 4096
-"""A denial reason may quote what the model sent (a tool name, a path); longer
-ones are cut, with the whole text's length and hash, so no record grows with it."""
-
-
-def bound_reason(text: str, limit: int = MAX_REASON_BYTES) -> str:
-    """`text`, or its longest prefix of at most `limit` UTF-8 bytes plus a note."""
-    data = text.encode("utf-8", "surrogatepass")
-    if len(data) <= limit:
-        return text
-    head = data[:limit].decode("utf-8", "ignore")
-    return f"{head} [cut: {len(data)} bytes in all, sha256 {hashlib.sha256(data).hexdigest()}]"
-
-
-def output_digest(output: dict[str, Any] | None) -> OutputDigest | None:
-    """{sha256, bytes} of the answer's output, as it is sent (compact JSON)."""
-    if output is None:
-        return None
-    data = dumps_bytes(output)
-    return OutputDigest(sha256=hashlib.sha256(data).hexdigest(), bytes=U64(len(data)))
-
-
-def exhausted(verdict: AskOwner, why: str) -> Deny:
-    """An ask with no approval id free: recorded and answered denied."""
-    return Deny(code="approvals_exhausted", grant=verdict.grant,
-                reason=f"no approval id is free ({why}); answer the pending "
-                       f"approvals or wait. See {condition('approvals_exhausted')}")
-
-
-def too_many_pending(verdict: AskOwner, why: str) -> Deny:
-    """An ask past `[approvals] max_pending` or `max_pending_per_session`: recorded
-    and answered denied at once (issue 22 item 9)."""
-    return Deny(code="too_many_pending", grant=verdict.grant,
-                reason=f"{why}; answer or refuse the pending approvals, or wait for them "
-                       f"to expire. See {condition('too_many_pending')}")
-
-
-# -- what a call is, and what an approval shows
-
-
-@attrs.define(kw_only=True)
-class CallRequest:
-    """One decodable call on broker.sock, and who sent it."""
-
-    session: str
-    tool: str
-    args: dict[str, Any]
-    peer_uid: int
-    peer_pid: int
-    omitted: OmittedArgs | None = None
-    """The arguments are too long to record: the `call` record carries `{}` and these."""
-
-
-def bounded_request(session: str, tool: str, args: dict[str, Any], *, peer_uid: int,
-                    peer_pid: int, max_args_bytes: int) -> tuple[CallRequest, Deny | None]:
-    """The call as recorded, and brokerd's own denial when its arguments are too long.
-
-    Arguments longer than `max_args_bytes` (canonical UTF-8) are not recorded:
-    the `call` record carries `{}` with their size and hash, and the call is
-    denied `bad_args` before the policy sees it.
-    """
-    data = dumps_bytes(canonical(args))
-    omitted = None
-    too_long = None
-    if len(data) > max_args_bytes:
-        omitted = OmittedArgs(bytes=U64(len(data)), sha256=hashlib.sha256(data).hexdigest())
-        too_long = Deny(code="bad_args", reason=f"the arguments are {len(data)} bytes; at most "
-                        f"{max_args_bytes} are allowed ([policy] max_args_bytes)")
-    return CallRequest(session=session, tool=tool, args=args, peer_uid=peer_uid,
-                       peer_pid=peer_pid, omitted=omitted), too_long
-
-
-@attrs.frozen(kw_only=True)
-class Ticket:
-    """An approval's id, times and challenge (drawn by the ledger: ids, clocks, a nonce)."""
-
-    approval_id: int
-    grant: str
-    """The grant the owner is asked under (what a denial after the ask names)."""
-    requested_at: str
-    expires_at: str
-    deadline: float
-    """trio time of the expiry."""
-    ttl_s: float
-    challenge: bytes
-    """What a passkey signs to approve exactly this call (11-approvals-web)."""
-    nonce: str = ""
-    """The challenge's nonce, kept beside the log with an approving assertion."""
-
-
-# -- events
-
-
-@attrs.define(kw_only=True)
-class Decided:
-    verdict: Verdict
-    taint: Taint
-    grants_digest: str
-    ticket: Ticket | None = None
-    """For an ask: the approval it waits under."""
-
-    @property
-    def kind(self) -> str:
-        return _DECIDED_KINDS[type(self.verdict)]
-
-
-@attrs.define(kw_only=True)
-class Approved:
-    redecision: Allow | Deny
-    taint: Taint
-    """The session's taint at the re-decision."""
-    by: int
-    passkey: PasskeyUse | None = None
-
-    @property
-    def kind(self) -> str:
-        return "approved_allow" if isinstance(self.redecision, Allow) else "approved_deny"
-
-
-@attrs.define(kw_only=True)
-class Refused:
-    by: int
-    reason: str | None
-    kind: ClassVar[str] = "refused"
-
-
-@attrs.define(kw_only=True)
-class Expired:
-    reason: str | None = None
-    """None: its time ran out; `shutdown`: brokerd is stopping."""
-    kind: ClassVar[str] = "expired"
-
-
-@attrs.define(kw_only=True)
-class RequesterGone:
-    kind: ClassVar[str] = "requester_gone"
-
-
-@attrs.define(kw_only=True)
-class Started:
-    """The call holds a run slot."""
-
-    kind: ClassVar[str] = "started"
-
-
-@attrs.define(kw_only=True)
-class NotRun:
-    """No run slot (the queue is full, the wait too long, the requester gone first)."""
-
-    reason: str
-    taint: Taint
-    """The session's taint as it is now."""
-    kind: ClassVar[str] = "not_run"
-
-
-@attrs.define(kw_only=True)
-class Settled:
-    status: ResultStatus
-    output: dict[str, Any] | None
-    message: str | None
-    taint: Taint
-    """The session's taint as it is now (a call that ran raises it)."""
-    runbook: str | None = None  # a runner_unavailable's pointer when not the code's own
-    kind: ClassVar[str] = "settled"
-
-
-@attrs.define(kw_only=True)
-class AuditFailed:
-    """The records of the step just fed could not be written."""
-
-    message: str
-    kind: ClassVar[str] = "audit_failed"
-
-
-_DECIDED_KINDS: Final[Mapping[type, str]] = {Allow: "decided_allow", AskOwner: "decided_ask",
-                                            Deny: "decided_deny"}
-
-CallEvent = (Decided | Approved | Refused | Expired | RequesterGone | Started | NotRun | Settled
-             | AuditFailed)
-
-# -- effects
-
-
-@attrs.define(kw_only=True)
-class AnswerPending:
-    approval_id: int
-    expires_at: str
-    grant: str
-
-
-@attrs.define(kw_only=True)
-class Run:
-    allow: Allow
-
-
-@attrs.define(kw_only=True)
-class AnswerDenied:
-    code: DenialCode
-    reason: str
-    grant: str | None
-
-
-@attrs.define(kw_only=True)
-class AnswerError:
-    error: CallFailed = attrs.field(eq=attrs.cmp_using(eq=same_error))
-
-
-@attrs.define(kw_only=True)
-class AnswerResult:
-    status: RanStatus
-    output: dict[str, Any] | None
-    label: Label
-    untrusted: bool
-
-
-Reply = AnswerPending | Run | AnswerDenied | AnswerError | AnswerResult
-"""What the call's requester is told (or, for `Run`, what happens next)."""
-
-FINAL_REPLIES: Final = (AnswerDenied, AnswerError, AnswerResult)
-"""The replies that end a call on the wire (each call gets at most one)."""
-
-
-@attrs.define(kw_only=True)
-class HoldApproval:
-    """Put the call in the pending table (its records are durable)."""
-
-    ticket: Ticket
-
-
-@attrs.define(kw_only=True)
-class ReleaseApproval:
-    """The approval record is durable: the id rests for 2 x ttl, then may be drawn."""
-
-    approval_id: int
-    hold_s: float
-
-
-@attrs.define(kw_only=True)
-class SetTaint:
-    """The session's taint after the result record (written behind the log)."""
-
-    session: str
-    taint: Taint
-
-
-Effect = HoldApproval | ReleaseApproval | SetTaint
-"""What the ledger carries out once the step's records are durable."""
-
-
-@attrs.define
-class Step:
-    records: tuple[Event, ...] = ()
-    """The audit records to append (in this order, consecutive)."""
-    effects: tuple[Effect, ...] = ()
-    reply: Reply | None = None
-    """The requester's part: what it is told, or that its call runs."""
 
 
 # -- the table
@@ -452,11 +170,12 @@ class CallLifecycle:
         self._unconfirmed = False
 
     @property
-    def allow(self) -> Allow:
-        """The verdict that lets it run (DECIDED, APPROVED, RUNNING)."""
-        if not isinstance(self.verdict, Allow):
+    def allow(self) -> Decision:
+        """The verdict that lets it run (DECIDED, APPROVED, RUNNING): an allowed Decision."""
+        verdict = self.verdict
+        if not isinstance(verdict, Decision) or verdict.code is not None:
             raise CallProtocolError(f"call {self.call_id} is not allowed")
-        return self.verdict
+        return verdict
 
     # -- what each transition records and does
 
@@ -465,21 +184,22 @@ class CallLifecycle:
         effects: tuple[Effect, ...] = ()
         reply: Reply
         outcome: OutcomeAllowed | OutcomeAsk | OutcomeDenied
-        if isinstance(verdict, Allow):
-            outcome, reply = OutcomeAllowed(), Run(allow=verdict)
-        elif isinstance(verdict, AskOwner):
+        if isinstance(verdict, Ask):
             ticket = event.ticket
             if ticket is None:
                 raise CallProtocolError(f"call {self.call_id}: an ask needs its approval")
+            approval_id = U64(ticket.approval_id)
+            outcome = OutcomeAsk(approval_id=approval_id, expires_at=ticket.expires_at)
+            reply = Pending(approval_id=approval_id, expires_at=ticket.expires_at,
+                            grant=verdict.grant)
             self.ticket = ticket  # the event is whole: nothing below raises
-            outcome = OutcomeAsk(approval_id=U64(ticket.approval_id),
-                                 expires_at=ticket.expires_at)
             effects = (HoldApproval(ticket=ticket),)
-            reply = AnswerPending(approval_id=ticket.approval_id, expires_at=ticket.expires_at,
-                                  grant=verdict.grant)
+        elif (code := verdict.code) is None:
+            outcome, reply = OutcomeAllowed(), Run(allow=verdict)
         else:
-            outcome = OutcomeDenied(code=verdict.code, reason=bound_reason(verdict.reason))
-            reply = AnswerDenied(code=verdict.code, reason=verdict.reason, grant=verdict.grant)
+            reason = verdict.reason
+            outcome = OutcomeDenied(code=code, reason=bound_reason(reason))
+            reply = denied(code, reason, verdict.grant)
         self.verdict = verdict
         call = BoundedCall(
             session=request.session, tool=request.tool,
@@ -503,36 +223,37 @@ class CallLifecycle:
     def _approved(self, event: Approved) -> Step:
         again = event.redecision
         self.verdict = again
-        if isinstance(again, Allow):
+        code = again.code
+        reply: Reply
+        if code is None:
             redecision = Redecision(outcome=OutcomeAllowed(), grant=again.grant,
                                     state=event.taint)
-            reply: Reply = Run(allow=again)
+            reply = Run(allow=again)
         else:
+            reason = again.reason
             redecision = Redecision(
-                outcome=OutcomeDenied(code=again.code, reason=bound_reason(again.reason)),
+                outcome=OutcomeDenied(code=code, reason=bound_reason(reason)),
                 grant=again.grant, state=event.taint)
-            reply = AnswerDenied(code=again.code, reason=again.reason, grant=self._ticket_grant())
+            reply = denied(code, reason, self._ticket_grant())
         return self._answered("approved", by=event.by, reason=None, redecision=redecision,
                               reply=reply, passkey=event.passkey)
 
     def _refused(self, event: Refused) -> Step:
         why = f"refused by the owner{': ' + event.reason if event.reason else ''}"
         return self._answered("refused", by=event.by, reason=event.reason, redecision=None,
-                              reply=AnswerDenied(code="refused", reason=why,
-                                                 grant=self._ticket_grant()))
+                              reply=denied("refused", why, self._ticket_grant()))
 
     def _expired(self, event: Expired) -> Step:
         why = ("the approval expired" if event.reason is None
                else f"the approval expired ({event.reason})")
         return self._answered("expired", by=None, reason=event.reason, redecision=None,
-                              reply=AnswerDenied(code="expired", reason=why,
-                                                 grant=self._ticket_grant()))
+                              reply=denied("expired", why, self._ticket_grant()))
 
     def _requester_gone(self, event: RequesterGone) -> Step:
         return self._answered("requester_gone", by=None,
                               reason="the requester closed its connection", redecision=None,
-                              reply=AnswerDenied(code="expired", reason="the requester went away",
-                                                 grant=self._ticket_grant()))
+                              reply=denied("expired", "the requester went away",
+                                           self._ticket_grant()))
 
     def _started(self, event: Started) -> Step:
         return Step()
@@ -540,22 +261,22 @@ class CallLifecycle:
     def _result(self, status: ResultStatus, output: dict[str, Any] | None, message: str | None,
                 taint: Taint, runbook: str | None = None) -> Step:
         allow = self.allow
-        label, untrusted = allow.label, allow.untrusted
+        label = allow.label or "public"
+        untrusted = bool(allow.untrusted)
         ran = status in RAN
         after = taint.raised_by(label, untrusted) if ran else taint
         record = ResultRecord(call=U64(self.call_id), status=status, label=label,
                               untrusted=untrusted, state=after,
                               output=output_digest(output) if ran else None)
-        reply: Reply
+        reply: Reply | None
         if status == "runner_unavailable":
-            reply = AnswerError(error=runner_unavailable(runbook,
+            reply = _error(runner_unavailable(runbook,
                 f"brokerd: {message or 'the runner is unavailable'}; nothing ran. "
                 f"See {runbook or condition('runner_unavailable')}"))
         elif status == "unsafe_target":
-            reply = AnswerDenied(code="unsafe_target", reason=message or "unsafe target",
-                                 grant=allow.grant)
+            reply = denied("unsafe_target", message or "unsafe target", allow.grant)
         elif _ran(status):
-            reply = AnswerResult(status=status, output=output, label=label, untrusted=untrusted)
+            reply = _result_answer(status, output, label, untrusted)
         else:  # pragma: no cover - RAN and the two above are every status
             raise CallProtocolError(f"call {self.call_id}: no result status {status}")
         effects: tuple[Effect, ...] = ()
@@ -571,7 +292,7 @@ class CallLifecycle:
                             event.runbook)
 
     def _audit_failed(self, event: AuditFailed) -> Step:
-        return Step(reply=AnswerError(error=CallNotRecorded(event.message)))
+        return Step(reply=_error(CallNotRecorded(event.message)))
 
     def _ticket(self) -> Ticket:
         if self.ticket is None:  # pragma: no cover - the table allows this only from PENDING
@@ -593,6 +314,25 @@ _BUILDERS: Final[Mapping[type, Callable[[CallLifecycle, Any], Step]]] = {
     Settled: CallLifecycle._settled,
     AuditFailed: CallLifecycle._audit_failed,
 }
+
+
+def _result_answer(status: RanStatus, output: dict[str, Any] | None, label: Label,
+                   untrusted: bool) -> Result | None:
+    """The `result` answer of a call that ran; None when a runtime's output breaks the
+    answer's rules (a runtime's bug: the result is recorded, and nobody is answered)."""
+    try:
+        return Result(status=status, output=JsonObject(output) if output is not None else None,
+                      label=label, untrusted=untrusted)
+    except InvalidValue:
+        return None
+
+
+def _error(error: CallFailed) -> ErrorAnswer:
+    """An error reply: the wire's answer of the error class (`proto.wire.answer_of`,
+    the one translation of a raised error on every socket)."""
+    answer = answer_of(error)
+    assert answer is not None  # a CallFailed has its wire code
+    return answer
 
 
 def _ran(status: ResultStatus) -> TypeGuard[RanStatus]:

@@ -1,10 +1,10 @@
-"""The one place where brokerd turns the policy's answers into its own terms.
+"""Where brokerd asks the policy, and the one builder of a RunSpec.
 
 `decide`/`redecide` come from `boxmaker.policy` (the only builders of a
-Decision); `verdict_of` turns a Decision or Ask into the lifecycle's verdict
-(`Allow`, `AskOwner`, `Deny`), the one shape the call table, the audit records
-and the answers are made from.  A `RunSpec` comes from `build_run_spec` (the
-only builder of one), and only from an `Allow`, which holds an allowed Decision.
+Decision), and their answer is brokerd's verdict as it is (`Decision | Ask`,
+the one shape the call table, the audit records and the answers are made
+from; issue 24 item 2).  A `RunSpec` comes from `build_run_spec` (the only
+builder of one), and only from an allowed Decision.
 """
 
 from __future__ import annotations
@@ -20,23 +20,7 @@ from ..policy._decision import Ask, Decision, ProtectedPaths, ToolCall
 from ..policy._model import GrantSet, GrantState
 from ..proto._taint import Taint
 from ..proto.tools import CATALOGUE
-from ._lifecycle import Allow, AskOwner, Deny, Verdict
 from .runner._spec import RunSpec, build_run_spec
-
-
-def verdict_of(result: Decision | Ask) -> Verdict:
-    """The policy's Decision or Ask as a verdict (the one reshaping of it)."""
-    if isinstance(result, Ask):
-        return AskOwner(result)
-    if result.allowed:
-        return Allow(result)
-    return _denial(result)
-
-
-def _denial(decision: Decision) -> Deny:
-    if decision.code is None:  # pragma: no cover - a denied Decision has its code
-        raise TypeError("a denied Decision without a code")
-    return Deny(code=decision.code, reason=decision.reason, grant=decision.grant)
 
 
 @attrs.define
@@ -48,16 +32,20 @@ class PolicyLink:
         return cls(ProtectedPaths.of(protected))
 
     def decide(self, tool: str, args: dict[str, Any], taint: Taint,
-               grants: GrantState) -> Verdict:
-        return verdict_of(decide(ToolCall(tool=tool, args=args), taint, grants, self.protected))
+               grants: GrantState) -> Decision | Ask:
+        return decide(ToolCall(tool=tool, args=args), taint, grants, self.protected)
 
-    def redecide(self, asked: AskOwner, taint: Taint, grants: GrantState) -> Allow | Deny:
-        again = redecide(asked.ask, taint, grants, self.protected)
-        return Allow(again) if again.allowed else _denial(again)
+    def redecide(self, asked: Ask, taint: Taint, grants: GrantState) -> Decision:
+        return redecide(asked, taint, grants, self.protected)
 
     def run_spec(self, *, call_id: int, session: str, tool: str, args: dict[str, Any],
-                 allow: Allow, grants: GrantState | None = None) -> RunSpec:
-        decision = allow.decision
+                 allow: Decision, grants: GrantState | None = None) -> RunSpec:
+        """The RunSpec of an allowed Decision (TypeError for anything else)."""
+        if not isinstance(allow, Decision) or not allow.allowed:
+            raise TypeError("a RunSpec is built only from an allowed Decision")
+        decision = allow
+        label = decision.label or "public"
+        untrusted = bool(decision.untrusted)
         parsed = decision.args.as_json() if decision.args is not None else args
         command = _command_grant(grants, decision.grant)
         if command is not None:
@@ -65,7 +53,7 @@ class PolicyLink:
                 call_id=call_id, session=session, tool=tool, args=parsed,
                 grant=decision.grant, grant_entry=decision.grant_entry,
                 private_network=decision.private_network,
-                label=allow.label, untrusted=allow.untrusted,
+                label=label, untrusted=untrusted,
                 deny_paths=command_deny_paths(grants, write=command.write),
                 command_paths=command.paths, command_write=command.write,
             )
@@ -73,7 +61,7 @@ class PolicyLink:
             call_id=call_id, session=session, tool=tool, args=parsed,
             grant=decision.grant, grant_entry=decision.grant_entry,
             private_network=decision.private_network,
-            label=allow.label, untrusted=allow.untrusted,
+            label=label, untrusted=untrusted,
             deny_paths=deny_paths(grants, tool),
         )
 

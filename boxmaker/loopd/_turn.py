@@ -22,6 +22,7 @@ from typing import Any
 import attrs
 import trio
 
+from .._error_table import MODEL_TEXT, TURN_ERRORS
 from .._errors import ConfigurationError, UnavailableError
 from .._http import (
     ChatResult,
@@ -72,37 +73,12 @@ log = logging.getLogger("boxmaker.loopd")
 
 MAX_TOOL_NAME = 1024
 
-DENIAL_TEXT_FOR_MODEL: dict[str, str] = {
-    "unknown_tool": "The owner's policy refused this call: there is no tool of that name.",
-    "bad_args": (
-        "The owner's policy refused this call: the arguments are not valid for this tool "
-        "(paths and URLs must be written exactly in canonical form). Do not retry the same call."
-    ),
-    "protected": "The owner's policy refused this call: that path belongs to boxmaker itself.",
-    "no_grant": "The owner's policy refused this call: no grant covers it.",
-    "denied_by_grant": "The owner's policy refused this call: a grant forbids it.",
-    "taint": (
-        "The owner's policy refused this call: this conversation has seen data that this "
-        "grant may not be used after."
-    ),
-    "grants_invalid": "The owner's policy refused this call: the owner's grant files are invalid.",
-    "refused": "The owner refused this call.",
-    "expired": "The owner did not answer in time; the call was not run.",
-    "changed": "The owner's rules changed while the call waited; it was not run.",
-    "unsafe_target": "The call was not run: its target is not safe (a link or a private address).",
-    "approvals_exhausted": "The call was not run: too many calls are waiting for the owner.",
-    "too_many_pending": "The call was not run: too many calls are waiting for the owner.",
-    "runner_unavailable": "The call was not run: tools cannot run right now.",
-    "audit_unavailable": "The call was not run: the audit log cannot be written.",
-    "broker_unavailable": "The call was not run: the policy daemon did not answer.",
-}
-"""Fixed texts for the model, one per denial code; they never quote the reason."""
 
 _DO_NOT_RETRY = " Do not retry the same call."
 
 
 def text_for_model(code: str) -> str:
-    text = DENIAL_TEXT_FOR_MODEL.get(code, "The owner's policy refused this call.")
+    text = MODEL_TEXT.get(code, "The owner's policy refused this call.")
     return text if text.endswith(_DO_NOT_RETRY) else text + _DO_NOT_RETRY
 
 
@@ -384,8 +360,7 @@ class Turn:
             return await self._deny(conversation, call_id, tool, outcome.code, outcome.reason,
                                     outcome.runbook)
         if isinstance(outcome, ErrorAnswer):
-            code = outcome.code if outcome.code in ("runner_unavailable",
-                                                    "audit_unavailable") else None
+            code = outcome.code if outcome.code in TURN_ERRORS else None
             if code is None:
                 return await self._deny(conversation, call_id, tool, "broker_unavailable",
                                         f"brokerd answered with error {outcome.code}",

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeVar
 
 import attrs
 
+from .. import _error_table
 from .._error_table import DENIAL_RUNBOOKS
 from ..proto._convert import register_tagged_union
 from ..proto._taint import Label, Taint
@@ -50,7 +51,7 @@ class Allowed:
 class Denied:
     """`{"denied": {"code", "reason"}}`."""
 
-    code: DenialCode
+    code: _error_table.DenialCode
     reason: str
 
 
@@ -166,9 +167,10 @@ class Decision:
         return self.code is None
 
     @property
-    def code(self) -> DenialCode | None:
-        """The denial code (read without making the words)."""
-        code: DenialCode | None = self.__dict__["_code"]
+    def code(self) -> _error_table.DenialCode | None:
+        """The denial code (read without making the words): the policy's, or brokerd's
+        own for a `refusal`."""
+        code: _error_table.DenialCode | None = self.__dict__["_code"]
         return code
 
     @property
@@ -208,9 +210,43 @@ class Ask:
             return _lazy(self, name)
 
 
+def _defaults(cls: type) -> dict[str, Any]:
+    """The fields of `cls` that have an immutable default (a field added later with a
+    default is set by `_new` without every builder naming it)."""
+    found = _DEFAULTS.get(cls)
+    if found is None:
+        found = _DEFAULTS[cls] = {
+            f.name: f.default for f in attrs.fields(cls)
+            if isinstance(f.default, _PLAIN)}
+    return found
+
+
+_DEFAULTS: dict[type, dict[str, Any]] = {}
+_PLAIN: Final = (str, int, float, tuple, frozenset, type(None))
+"""The defaults `_new` sets: immutable values (not a factory, not NOTHING)."""
+
+
 def _new(cls: type[T], fields: dict[str, Any]) -> T:
-    """A Decision or an Ask with these fields, and `_words` for the lazy ones; a
-    Decision also takes `_code` (this package only)."""
+    """A Decision or an Ask with these fields (and the class's defaults for the ones
+    not given), and `_words` for the lazy ones; a Decision also takes `_code`
+    (this package only)."""
     made = object.__new__(cls)
-    made.__dict__.update(fields)
+    state = made.__dict__
+    defaults = _defaults(cls)
+    if defaults:
+        state.update(defaults)
+    state.update(fields)
     return made
+
+
+def refusal(code: _error_table.DenialCode, reason: str, *, tool: str, state: Taint,
+            grant: str | None = None, grants_digest: str = "") -> Decision:
+    """A denial brokerd reaches on its own, in the policy's one shape: arguments too
+    long to record (`bad_args`, before the policy sees them), or an ask with no room
+    (`too_many_pending`, `approvals_exhausted`)."""
+    return _new(Decision, {
+        "tool": tool, "args": None, "outcome": Denied(code=code, reason=reason),
+        "reason": reason, "grant": grant, "grant_entry": None, "private_network": False,
+        "label": None, "untrusted": None, "state": state, "matched": (), "applicable": (),
+        "grants_digest": grants_digest, "_code": code,
+    })

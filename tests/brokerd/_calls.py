@@ -6,16 +6,12 @@ grant sets that allow, ask for or deny `echo`.
 
 from __future__ import annotations
 
-from boxmaker.brokerd._lifecycle import (
-    Allow,
+from boxmaker.brokerd._call_events import (
     Approved,
-    AskOwner,
     AuditFailed,
     CallEvent,
-    CallLifecycle,
     CallRequest,
     Decided,
-    Deny,
     Expired,
     NotRun,
     Refused,
@@ -25,10 +21,13 @@ from boxmaker.brokerd._lifecycle import (
     Ticket,
     Verdict,
 )
+from boxmaker.brokerd._lifecycle import CallLifecycle
 from boxmaker.brokerd._policy_link import PolicyLink
+from boxmaker.policy._decision import Ask, Decision, refusal
 from boxmaker.policy._grants import parse_grant_texts
 from boxmaker.policy._model import GrantState
 from boxmaker.proto._taint import NEW_SESSION, Taint
+from boxmaker.proto.wire import DenialCode
 
 LINK = PolicyLink.of(["/srv/boxmaker"])
 ARGS = {"text": "x"}
@@ -61,16 +60,21 @@ def verdict(mode: str | None, taint: Taint = NEW_SESSION) -> Verdict:
     return LINK.decide("echo", ARGS, taint, GRANT_SETS[mode])
 
 
-def allow() -> Allow:
+def allow() -> Decision:
     found = verdict("allow")
-    assert isinstance(found, Allow)
+    assert isinstance(found, Decision) and found.allowed
     return found
 
 
-def ask() -> AskOwner:
+def ask() -> Ask:
     found = verdict("ask")
-    assert isinstance(found, AskOwner)
+    assert isinstance(found, Ask)
     return found
+
+
+def deny(code: DenialCode, reason: str, grant: str | None = None) -> Decision:
+    """A denial with these words (the policy's shape, as brokerd's own denials are made)."""
+    return refusal(code, reason, tool="echo", state=NEW_SESSION, grant=grant)
 
 
 def ticket(approval_id: int = 123_456, deadline: float = 600.0) -> Ticket:
@@ -82,7 +86,7 @@ def ticket(approval_id: int = 123_456, deadline: float = 600.0) -> Ticket:
 
 def decided(v: Verdict, taint: Taint = NEW_SESSION, approval_id: int = 123_456) -> Decided:
     return Decided(verdict=v, taint=taint, grants_digest="0" * 64,
-                   ticket=ticket(approval_id) if isinstance(v, AskOwner) else None)
+                   ticket=ticket(approval_id) if isinstance(v, Ask) else None)
 
 
 def event_of(kind: str, taint: Taint = NEW_SESSION) -> CallEvent:
@@ -90,10 +94,10 @@ def event_of(kind: str, taint: Taint = NEW_SESSION) -> CallEvent:
     events: dict[str, CallEvent] = {
         "decided_allow": decided(allow()),
         "decided_ask": decided(ask()),
-        "decided_deny": decided(Deny(code="no_grant", reason="no grant", grant=None)),
+        "decided_deny": decided(deny("no_grant", "no grant")),
         "approved_allow": Approved(redecision=allow(), taint=taint, by=1000),
-        "approved_deny": Approved(redecision=Deny(code="changed", reason="the grants changed",
-                                                  grant=None), taint=taint, by=1000),
+        "approved_deny": Approved(redecision=deny("changed", "the grants changed"),
+                                  taint=taint, by=1000),
         "refused": Refused(by=1000, reason="no"),
         "expired": Expired(),
         "requester_gone": RequesterGone(),

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from boxmaker.brokerd._admin import approval_view, grants_report, runtime_image
 from boxmaker.brokerd._approvals import PendingApproval
-from boxmaker.brokerd._lifecycle import CallLifecycle, CallRequest, Ticket
+from boxmaker.brokerd._call_events import CallRequest, Ticket
+from boxmaker.brokerd._lifecycle import CallLifecycle
 from boxmaker.brokerd.runner._echo import EchoRuntime
 from boxmaker.policy._grants import parse_grant_texts
 from boxmaker.proto._convert import unstructure

@@ -16,7 +16,8 @@ from boxmaker.brokerd._approvals import (
     PendingTable,
     run_expiry_sweep,
 )
-from boxmaker.brokerd._lifecycle import AnswerDenied, CallLifecycle, CallRequest, Ticket
+from boxmaker.brokerd._call_events import CallRequest, Ticket, denied
+from boxmaker.brokerd._lifecycle import CallLifecycle
 from boxmaker.proto._taint import NEW_SESSION
 
 
@@ -88,7 +89,7 @@ def test_take_is_exactly_once() -> None:
 async def test_resolve_wakes_the_waiter() -> None:
     table = PendingTable()
     one = entry(table, 10)
-    answer = AnswerDenied(code="refused", reason="refused by the owner", grant="g")
+    answer = denied("refused", "refused by the owner", "g")
     one.resolve(answer)
     assert one.answered and await one.wait() is answer
     with pytest.raises(AssertionError):
@@ -102,7 +103,7 @@ async def test_sweep_expires_on_time(autojump_clock: trio.testing.MockClock) -> 
     async def expire(entries: list[PendingApproval]) -> None:
         expired_at.append((trio.current_time(), [e.approval_id for e in entries]))
         for e in entries:
-            e.resolve(AnswerDenied(code="expired", reason="the approval expired", grant="g"))
+            e.resolve(denied("expired", "the approval expired", "g"))
 
     async with trio.open_nursery() as nursery:
         await nursery.start(run_expiry_sweep, table, expire)

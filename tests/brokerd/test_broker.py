@@ -3,7 +3,7 @@ connection shell's: tests/sockets/test_framed_server.py.)"""
 
 from __future__ import annotations
 
-from boxmaker.brokerd._broker import denied
+from boxmaker.brokerd._call_events import denied
 
 
 def test_denials_carry_their_runbook() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from boxmaker.brokerd._call_errors import CallFailed, CallNotRecorded, RunnerUnavailable
-from boxmaker.brokerd._lifecycle import AnswerError
 from boxmaker.proto.wire import answer_of
 
 
@@ -21,7 +20,8 @@ def test_each_is_answered_with_its_code_and_its_message_as_written() -> None:
 
 
 def test_an_error_reply_compares_by_its_error_s_class_and_message() -> None:
-    assert AnswerError(error=RunnerUnavailable("x")) == AnswerError(error=RunnerUnavailable("x"))
-    assert AnswerError(error=RunnerUnavailable("x")) != AnswerError(error=CallNotRecorded("x"))
-    assert AnswerError(error=RunnerUnavailable("x")) != AnswerError(error=RunnerUnavailable("y"))
+    # The table's error reply is the wire answer of its error (`answer_of`).
+    assert answer_of(RunnerUnavailable("x")) == answer_of(RunnerUnavailable("x"))
+    assert answer_of(RunnerUnavailable("x")) != answer_of(CallNotRecorded("x"))
+    assert answer_of(RunnerUnavailable("x")) != answer_of(RunnerUnavailable("y"))
     assert issubclass(RunnerUnavailable, CallFailed) and issubclass(CallNotRecorded, CallFailed)

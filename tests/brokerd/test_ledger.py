@@ -11,8 +11,8 @@ import pytest
 import trio
 import trio.testing
 
+from boxmaker.brokerd._call_events import CallRequest, Run, Started
 from boxmaker.brokerd._ledger import Ledger, NoSuchApproval, NoSuchSession, NotLower, Opened
-from boxmaker.brokerd._lifecycle import AnswerError, AnswerResult, CallRequest, Run, Started
 from boxmaker.brokerd._policy_link import PolicyLink
 from boxmaker.brokerd._state import read_state, write_state
 from boxmaker.brokerd.log._audit_writer import (
@@ -26,6 +26,7 @@ from boxmaker.policy._grants import parse_grant_texts
 from boxmaker.policy._model import GrantState
 from boxmaker.proto._taint import FAIL_CLOSED, NEW_SESSION, Taint
 from boxmaker.proto.audit._audit import GENESIS_PREV, parse_record
+from boxmaker.proto.wire import ErrorAnswer, Result
 
 PRIVATE = Taint(label="private", untrusted=False)
 
@@ -115,7 +116,7 @@ async def test_settle_raises_the_taint_as_it_is_now(tmp_path: Path) -> None:
     first.call.feed(Started())
     second.call.feed(Started())
     reply = await ledger.settle(first.call, "ok", {"text": "x"}, None)
-    assert isinstance(reply, AnswerResult) and reply.label == "private"
+    assert isinstance(reply, Result) and reply.label == "private"
     assert ledger.taint_of("s1") == PRIVATE
     await ledger.settle(second.call, "timeout", None, None)
     assert ledger.taint_of("s1") == Taint(label="private", untrusted=True)
@@ -124,7 +125,7 @@ async def test_settle_raises_the_taint_as_it_is_now(tmp_path: Path) -> None:
     assert call_record[-1].state == Taint(label="private", untrusted=True)
     assert isinstance(nothing.reply, Run)
     reply = await ledger.not_run(nothing.call, "the queue is full")
-    assert isinstance(reply, AnswerError) and reply.error.wire_code == "runner_unavailable"
+    assert isinstance(reply, ErrorAnswer) and reply.code == "runner_unavailable"
     kept = ledger.taint_of("s1")
     assert kept == Taint(label="private", untrusted=True)
     results = [r.event for r in lines(tmp_path) if type(r.event).__name__ == "ResultRecord"]
@@ -192,9 +193,9 @@ async def test_unavailable_is_sticky_and_nothing_is_answered_as_recorded(tmp_pat
     await decide(ledger)
     for mode in ("allow", "ask", "deny"):
         opened = await decide(ledger, mode)
-        assert isinstance(opened.reply, AnswerError)
-        assert opened.reply.error.wire_code == "audit_unavailable"
-        assert "No space left on device" in str(opened.reply.error)
+        assert isinstance(opened.reply, ErrorAnswer)
+        assert opened.reply.code == "audit_unavailable"
+        assert "No space left on device" in opened.reply.message
         assert opened.approval is None
     with pytest.raises(AuditUnavailable):
         await ledger.record([])

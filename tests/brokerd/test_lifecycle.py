@@ -5,19 +5,9 @@ from __future__ import annotations
 import pytest
 
 from boxmaker.brokerd._call_errors import RunnerUnavailable
-from boxmaker.brokerd._lifecycle import (
-    TERMINAL,
-    TRANSITIONS,
-    AnswerDenied,
-    AnswerError,
-    AnswerPending,
-    AnswerResult,
+from boxmaker.brokerd._call_events import (
     Approved,
-    CallLifecycle,
-    CallProtocolError,
-    CallState,
     Decided,
-    Deny,
     HoldApproval,
     ReleaseApproval,
     Run,
@@ -25,6 +15,14 @@ from boxmaker.brokerd._lifecycle import (
     Settled,
     Started,
     bound_reason,
+    denied,
+)
+from boxmaker.brokerd._lifecycle import (
+    TERMINAL,
+    TRANSITIONS,
+    CallLifecycle,
+    CallProtocolError,
+    CallState,
 )
 from boxmaker.proto._taint import NEW_SESSION, Taint
 from boxmaker.proto.audit._audit import (
@@ -35,7 +33,18 @@ from boxmaker.proto.audit._audit import (
     OutcomeDenied,
     ResultRecord,
 )
-from tests.brokerd._calls import KINDS, PATHS, allow, ask, call_in, decided, event_of, request
+from boxmaker.proto.wire import DENIAL_RUNBOOKS, Denied, Pending, Result, answer_of
+from tests.brokerd._calls import (
+    KINDS,
+    PATHS,
+    allow,
+    ask,
+    call_in,
+    decided,
+    deny,
+    event_of,
+    request,
+)
 
 PAIRS = [(state, kind) for state in CallState for kind in TRANSITIONS[state]]
 MISSING = [(state, kind) for state in CallState for kind in KINDS
@@ -97,9 +106,9 @@ def test_decided_ask_holds_the_approval_and_answers_pending() -> None:
     assert decision.outcome == OutcomeAsk(approval_id=654_321,  # type: ignore[arg-type]
                                           expires_at="2026-11-29T07:10:00.000000Z")
     assert isinstance(step.effects[0], HoldApproval)
-    assert step.reply == AnswerPending(approval_id=654_321,
-                                       expires_at="2026-11-29T07:10:00.000000Z",
-                                       grant="echo-ask")
+    assert step.reply == Pending(approval_id=654_321,  # type: ignore[arg-type]
+                                 expires_at="2026-11-29T07:10:00.000000Z",
+                                 grant="echo-ask")
 
 
 def test_an_ask_without_its_ticket_raises() -> None:
@@ -111,25 +120,25 @@ def test_an_ask_without_its_ticket_raises() -> None:
 
 def test_a_long_denial_is_whole_on_the_wire_and_bounded_in_the_record() -> None:
     reason = "x" * 10_000
-    step = CallLifecycle(5, request()).feed(decided(Deny(code="bad_args", reason=reason)))
+    step = CallLifecycle(5, request()).feed(decided(deny("bad_args", reason)))
     decision = step.records[1]
     assert isinstance(decision, DecisionRecord) and isinstance(decision.outcome, OutcomeDenied)
     assert decision.outcome.reason == bound_reason(reason) != reason
-    assert step.reply == AnswerDenied(code="bad_args", reason=reason, grant=None)
+    assert step.reply == Denied(code="bad_args", reason=reason, grant=None,
+                                runbook=DENIAL_RUNBOOKS["bad_args"])
 
 
 def test_an_approval_whose_redecision_denies_names_the_asked_grant() -> None:
     call = call_in("pending")
     call.recorded()
-    again = Deny(code="changed", reason="the grants changed", grant=None)
+    again = deny("changed", "the grants changed")
     step = call.feed(Approved(redecision=again, taint=NEW_SESSION, by=1000))
     (record,) = step.records
     assert isinstance(record, ApprovalRecord) and record.verdict == "approved"
     assert record.redecision is not None and record.redecision.outcome == OutcomeDenied(
         code="changed", reason="the grants changed")
     assert step.effects == (ReleaseApproval(approval_id=123_456, hold_s=1200.0),)
-    assert step.reply == AnswerDenied(code="changed", reason="the grants changed",
-                                      grant="echo-ask")
+    assert step.reply == denied("changed", "the grants changed", "echo-ask")
     assert call.state is CallState.DENIED
 
 
@@ -144,8 +153,7 @@ def test_the_ends_of_an_approval(kind: str, verdict: str, code: str, reason: str
     step = call.feed(event_of(kind))
     (record,) = step.records
     assert isinstance(record, ApprovalRecord) and record.verdict == verdict
-    assert step.reply == AnswerDenied(code=code, reason=reason,  # type: ignore[arg-type]
-                                      grant="echo-ask")
+    assert step.reply == denied(code, reason, "echo-ask")  # type: ignore[arg-type]
 
 
 def test_a_result_raises_the_taint_as_it_is_now() -> None:
@@ -157,16 +165,16 @@ def test_a_result_raises_the_taint_as_it_is_now() -> None:
     (record,) = step.records
     assert isinstance(record, ResultRecord) and record.output is None
     assert record.state == Taint(label="private", untrusted=False)  # public, trusted grant
-    assert step.reply == AnswerResult(status="timeout", output=None, label="public",
-                                      untrusted=False)
+    assert step.reply == Result(status="timeout", output=None, label="public",
+                                untrusted=False)
     assert not any(isinstance(e, SetTaint) for e in step.effects)
 
 
 @pytest.mark.parametrize(("status", "reply"), [
-    ("runner_unavailable", AnswerError(error=RunnerUnavailable(
+    ("runner_unavailable", answer_of(RunnerUnavailable(
         "brokerd: no podman; nothing ran. See docs/runbook.md#runner-unavailable"))),
-    ("unsafe_target", AnswerDenied(code="unsafe_target", reason="no podman",
-                                   grant="echo-allow")),
+    ("unsafe_target", Denied(code="unsafe_target", reason="no podman",
+                             grant="echo-allow", runbook=DENIAL_RUNBOOKS["unsafe_target"])),
 ])
 def test_results_that_are_not_results(status: str, reply: object) -> None:
     call = call_in("running")

@@ -25,18 +25,11 @@ import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from boxmaker.brokerd._lifecycle import (
+from boxmaker.brokerd._call_events import (
     FINAL_REPLIES,
-    Allow,
-    AnswerError,
-    AnswerPending,
     Approved,
-    AskOwner,
     AuditFailed,
     CallEvent,
-    CallLifecycle,
-    CallProtocolError,
-    CallState,
     Decided,
     Expired,
     NotRun,
@@ -49,6 +42,8 @@ from boxmaker.brokerd._lifecycle import (
     Step,
     Ticket,
 )
+from boxmaker.brokerd._lifecycle import CallLifecycle, CallProtocolError, CallState
+from boxmaker.policy._decision import Ask, Decision
 from boxmaker.proto._taint import NEW_SESSION, Taint
 from boxmaker.proto.audit._audit import (
     ApprovalRecord,
@@ -57,6 +52,7 @@ from boxmaker.proto.audit._audit import (
     Event,
     ResultRecord,
 )
+from boxmaker.proto.wire import ErrorAnswer, Pending
 from tests.brokerd._calls import ARGS, GRANT_SETS, LINK, echo_grants, request
 
 GRANTS = {**GRANT_SETS, "allow-private": echo_grants("allow", label="private")}
@@ -112,10 +108,11 @@ def new_call(world: World) -> None:
     call = CallLifecycle(world.next_call, request())
     verdict = LINK.decide("echo", ARGS, world.taint, GRANTS[world.mode])
     ticket = None
-    if isinstance(verdict, AskOwner):
+    if isinstance(verdict, Ask):
         world.next_approval += 1
         ticket = Ticket(approval_id=world.next_approval, grant=verdict.grant,
-                        requested_at="t0", expires_at="t1", deadline=1.0, ttl_s=1.0,
+                        requested_at="2026-11-29T07:00:00.000000Z",
+                        expires_at="2026-11-29T07:10:00.000000Z", deadline=1.0, ttl_s=1.0,
                         challenge=b"")
     world.calls.append(call)
     world.feed(call, Decided(verdict=verdict, taint=world.taint, grants_digest="0" * 64,
@@ -124,7 +121,7 @@ def new_call(world: World) -> None:
 
 def approve(world: World, call: CallLifecycle) -> None:
     asked = call.verdict
-    if not isinstance(asked, AskOwner):
+    if not isinstance(asked, Ask):
         # Never asked: the table must refuse an approval (any re-decision will do).
         world.feed(call, Approved(redecision=_any_allow(), taint=world.taint, by=1000))
         return
@@ -132,9 +129,9 @@ def approve(world: World, call: CallLifecycle) -> None:
     world.feed(call, Approved(redecision=again, taint=world.taint, by=1000))
 
 
-def _any_allow() -> Allow:
+def _any_allow() -> Decision:
     found = LINK.decide("echo", ARGS, NEW_SESSION, GRANTS["allow"])
-    assert isinstance(found, Allow)
+    assert isinstance(found, Decision) and found.allowed
     return found
 
 
@@ -195,7 +192,7 @@ def step_world(world: World, action: str, index: int, pick: int) -> None:
 
 
 def _unrecorded(reply: Any) -> bool:
-    return isinstance(reply, AnswerError) and reply.error.wire_code == "audit_unavailable"
+    return isinstance(reply, ErrorAnswer) and reply.code == "audit_unavailable"
 
 
 def check(world: World) -> None:
@@ -211,9 +208,9 @@ def check(world: World) -> None:
         acknowledged = [r for r in replies if not _unrecorded(r)]
         if acknowledged:
             assert kinds[:2] == [BoundedCall, DecisionRecord], f"call {call_id}: {kinds}"
-        if any(isinstance(r, AnswerPending) for r in replies) and len(acknowledged) > 1:
+        if any(isinstance(r, Pending) for r in replies) and len(acknowledged) > 1:
             assert ApprovalRecord in kinds, f"call {call_id}: answered with no approval record"
-        if any(type(r).__name__ == "AnswerResult" for r in acknowledged):
+        if any(type(r).__name__ == "Result" for r in acknowledged):
             assert ResultRecord in kinds
     for call_id in world.started:
         assert call_id in world.runs, f"call {call_id} started without a Run"

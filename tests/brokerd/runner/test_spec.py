@@ -29,7 +29,7 @@ def test_other_modules_cannot_construct_one() -> None:
 
 
 def test_brokerd_builds_it_only_from_an_allowed_decision() -> None:
-    from boxmaker.brokerd._lifecycle import Allow
+    from boxmaker.brokerd._policy_link import PolicyLink
     from boxmaker.policy._decide import decide
     from boxmaker.policy._decision import ProtectedPaths, ToolCall
     from boxmaker.policy._grants import parse_grant_texts
@@ -38,7 +38,10 @@ def test_brokerd_builds_it_only_from_an_allowed_decision() -> None:
     denied = decide(ToolCall(tool="echo", args={"text": "x"}), NEW_SESSION,
                     parse_grant_texts({}), ProtectedPaths.of(["/srv/boxmaker"]))
     assert not denied.allowed
+    link = PolicyLink.of(["/srv/boxmaker"])
     with pytest.raises(TypeError, match="allowed Decision"):
-        Allow(denied)
+        link.run_spec(call_id=1, session="s1", tool="echo", args={"text": "x"},
+                      allow=denied)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="allowed Decision"):
-        Allow("allowed")  # type: ignore[arg-type]
+        link.run_spec(call_id=1, session="s1", tool="echo", args={"text": "x"},
+                      allow="allowed")  # type: ignore[arg-type]
