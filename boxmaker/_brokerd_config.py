@@ -206,6 +206,11 @@ def default_config_path() -> Path:
     return boxmaker_home() / "brokerd.toml"
 
 
+def commands_path(config: BrokerdConfig) -> tuple[str, ...]:
+    """`[commands] path`'s directories, for G21 at grant load (empty without `[commands]`)."""
+    return () if config.commands is None else config.commands.path
+
+
 def compute_protected(config: BrokerdConfig) -> ProtectedSet:
     """brokerd's protected roots (03-policy D2b, issue 10): THE shared function,
     fed with brokerd's paths (blocking: realpath, stat and `podman info`).

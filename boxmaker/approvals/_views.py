@@ -5,6 +5,10 @@ escapes it (07-bxctl "Escaping", `proto._escape`): the page then puts the
 text into the document with `textContent` only, in a monospace block, so
 HTML, scripts, ANSI sequences and bidirectional controls are inert and
 visible.  Values are never cut; the page folds long ones.  Pure: no I/O.
+
+A tool whose catalogue `approval` block is ``command`` (run_command) shows the
+rows bxctl shows (`command_approval_rows`: argv one quoted token per line, cwd,
+the mounts, "network: none"), in the same `args` pairs, with `block` naming it.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import Any
 
 from ..proto._escape import escape_line
 from ..proto._json import dumps
+from ..proto.tools import CATALOGUE, command_approval_rows
 from ..proto.wire import Approval, parse_ts
 from ._history import Cause
 
@@ -27,6 +32,16 @@ def approval_view(approval: Approval, causes: list[Cause],
     """The JSON the page's script renders for one pending approval."""
     expires = parse_ts(approval.expires_at)
     state = approval.state
+    entry = CATALOGUE.get(approval.tool)
+    rows = (command_approval_rows(approval.args, approval.grant)
+            if entry is not None and entry.approval == "command" else None)
+    if rows is None:
+        block = "args"
+        args = [[escape_line(key), shown_value(approval.args[key])]
+                for key in sorted(approval.args)]
+    else:
+        block = "command"
+        args = [[field, value] for field, value in rows]
     raised = [{"seq": c.seq, "ts": c.ts, "tool": escape_line(c.tool), "label": c.label,
                "untrusted": c.untrusted} for c in causes]
     return {
@@ -38,8 +53,8 @@ def approval_view(approval: Approval, causes: list[Cause],
         "label": state.label,
         "untrusted": state.untrusted,
         "taint_raised_by": raised,
-        "args": [[escape_line(key), shown_value(approval.args[key])]
-                 for key in sorted(approval.args)],
+        "block": block,
+        "args": args,
         "requested_at": approval.requested_at,
         "expires_at": approval.expires_at,
         "seconds_left": max(0, int((expires - now).total_seconds())),

@@ -15,6 +15,7 @@ import logging
 
 import trio
 
+from .._brokerd_config import commands_path
 from .._error_table import shown
 from .._errors import BoxmakerError
 from .._sockets._streams import send_frame
@@ -148,7 +149,8 @@ async def _dispatch(request: AdminRequest, peer: PeerCred, daemon: Daemon) -> Ad
         return status_of(daemon)
     if isinstance(body, GrantsCheckRequest):
         try:
-            state: GrantState = load_grants(daemon.config.grants)
+            state: GrantState = load_grants(daemon.config.grants,
+                                             commands_path=commands_path(daemon.config))
         except GrantsMissing:
             state = missing_state()
         return grants_report(state)

@@ -19,7 +19,7 @@ import attrs
 import trio
 
 from .. import __version__
-from .._brokerd_config import BrokerdConfig, compute_protected
+from .._brokerd_config import BrokerdConfig, commands_path, compute_protected
 from .._error_table import condition
 from .._errors import StartFailed
 from .._protected import ProtectedSet
@@ -188,7 +188,7 @@ async def prepare_daemon(config: BrokerdConfig, startup: AuditStartup, *,
     """Build the Daemon over the opened log.  Raises StartFailed for bad runner settings."""
     writer = startup.writer
     warnings = _audit_report_warnings(config, startup)
-    watcher = GrantsWatcher(config.grants)
+    watcher = GrantsWatcher(config.grants, commands_path=commands_path(config))
     grants, _ = watcher.refresh()
     keep_out_of_collections()
     _warn_about_grants(config, grants)

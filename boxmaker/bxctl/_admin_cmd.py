@@ -162,22 +162,11 @@ def _command_rows(approval: Approval, width: int, value_indent: str) -> list[str
     the winning grant's `paths`, which the approval does not carry: the block names the
     grant whose paths they are.  Arguments that are not a valid run_command call (never
     asked by brokerd) are shown as `args`."""
-    from ..proto.tools import (  # the catalogue: when an approval is shown
-        ArgsError,
-        command_block_rows,
-        parse_run_command_args,
-    )
-    try:
-        parsed = parse_run_command_args(approval.args)
-    except ArgsError:
+    from ..proto.tools import command_approval_rows  # the catalogue: when shown
+
+    rows = command_approval_rows(approval.args, approval.grant)
+    if rows is None:
         return _arg_rows(approval, width, value_indent)
-    rows = command_block_rows(parsed.argv, parsed.cwd, ())
-    network = rows.pop()
-    rows.append(("mounts", f"the paths of grant {escape_line(approval.grant)}, "
-                           "read-write only if it says write = true"))
-    rows.append(network)
-    if parsed.stdin is not None:
-        rows.append(("stdin", _value(parsed.stdin)))
     field_width = max(len(field) for field, _ in rows)
     lines: list[str] = []
     for field, value in rows:

@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 
 import click
 
-from .._brokerd_config import compute_protected, load_config
+from .._brokerd_config import commands_path, compute_protected, load_config
 from .._error_table import see, shown
 from .._errors import ConfigError
 from ..policy._decide import decide
@@ -54,9 +54,9 @@ def _print_json(value: Any) -> None:
     click.echo(dumps_terminal(value))
 
 
-def _load(directory: Path) -> GrantSet | InvalidGrantSet:
+def _load(directory: Path, commands_path: tuple[str, ...] = ()) -> GrantSet | InvalidGrantSet:
     try:
-        return load_grants(directory)
+        return load_grants(directory, commands_path=commands_path)
     except GrantsMissing as exc:
         _fail(f"bxctl: {shown(str(exc), exc)}", 1)
     except OSError as exc:
@@ -70,14 +70,21 @@ def _load(directory: Path) -> GrantSet | InvalidGrantSet:
 @grants.command("check")
 @click.argument("directory", required=False, type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the grants report as JSON.")
+@click.option("--brokerd-config", type=click.Path(path_type=Path), default=None,
+              help="brokerd.toml, for G21 against its [commands] path "
+                   "(default: $BOXMAKER_HOME/brokerd.toml).")
 @pass_app
-def check(app: App, directory: Path | None, as_json: bool) -> None:
+def check(app: App, directory: Path | None, as_json: bool, brokerd_config: Path | None) -> None:
     """Check every grant file in DIR (default: the configured grants directory).
 
     Exit 0 when the set is valid, 1 when it has problems or DIR is missing.
     """
     where = directory if directory is not None else app.config.grants
-    state = _load(where)
+    try:  # brokerd's [commands] path, so that G21 is checked as brokerd checks it
+        path = commands_path(load_config(brokerd_config))
+    except ConfigError as exc:
+        raise click.UsageError(f"brokerd config: {exc}") from None
+    state = _load(where, path)
     report = state.report
     if as_json:
         _print_json(unstructure(report))
@@ -130,7 +137,8 @@ def brokerd_protected_paths(config_path: Path | None) -> tuple[str, ...]:
     "--brokerd-config",
     type=click.Path(path_type=Path),
     default=None,
-    help="brokerd.toml, for the protected paths (default: $BOXMAKER_HOME/brokerd.toml).",
+    help="brokerd.toml, for the protected paths and [commands] path "
+    "(default: $BOXMAKER_HOME/brokerd.toml).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the decision as JSON.")
 @pass_app
@@ -154,11 +162,12 @@ def explain(
     except DecodeError as exc:
         raise click.UsageError(f"--args is not one JSON object: {exc}") from None
     try:
-        protected = ProtectedPaths.of(brokerd_protected_paths(brokerd_config))
+        config = load_config(brokerd_config)
+        protected = ProtectedPaths.of(compute_protected(config).spellings)
     except ConfigError as exc:
         raise click.UsageError(f"brokerd config: {exc}") from None
     where = grants_dir if grants_dir is not None else app.config.grants
-    state = _load(where)
+    state = _load(where, commands_path(config))
     taint = Taint(label=label, untrusted=untrusted)
     result = decide(ToolCall(tool=tool, args=args), taint, state, protected)
     if isinstance(state, InvalidGrantSet):

@@ -59,22 +59,43 @@ class CommandSuggestion:
 
     def toml_lines(self) -> list[str]:
         """`paths`, `write`, `commands`, `rest`, `match` as TOML lines."""
+        return ["paths = [" + ", ".join(toml_string(p) for p in self.paths) + "]",
+                *self.field_lines()]
 
-        def token(alternatives: tuple[str, ...]) -> str:
-            if len(alternatives) == 1:
-                return toml_string(alternatives[0])
-            return "[" + ", ".join(toml_string(a) for a in alternatives) + "]"
-
-        def argv(tokens: Sequence[str]) -> str:
-            return "[" + ", ".join(toml_string(t) for t in tokens) + "]"
-
+    def field_lines(self) -> list[str]:
+        """`write`, `commands`, `rest`, `match` (what follows `paths`)."""
         return [
-            "paths = [" + ", ".join(toml_string(p) for p in self.paths) + "]",
-            "write = false",
-            "commands = [[" + ", ".join(token(t) for t in self.prefix) + "]]",
-            f"rest = {toml_string(self.rest)}",
-            "match = [" + ", ".join(argv(e) for e in self.examples) + "]",
+            *command_field_lines(False, (self.prefix,), self.rest),
+            "match = [" + ", ".join(_argv(e) for e in self.examples) + "]",
         ]
+
+    def words(self) -> str:
+        """The prefix for a person: alternatives in brackets (escaped by the caller)."""
+        return " ".join(t[0] if len(t) == 1 else "[" + "|".join(t) + "]" for t in self.prefix)
+
+
+def _token(alternatives: tuple[str, ...]) -> str:
+    if len(alternatives) == 1:
+        return toml_string(alternatives[0])
+    return "[" + ", ".join(toml_string(a) for a in alternatives) + "]"
+
+
+def _argv(tokens: Sequence[str]) -> str:
+    return "[" + ", ".join(toml_string(t) for t in tokens) + "]"
+
+
+def command_field_lines(write: bool, commands: Sequence[Prefix], rest: Rest) -> list[str]:
+    """`write`, `commands`, `rest` of a run_command grant as TOML lines."""
+    listed = ", ".join("[" + ", ".join(_token(t) for t in prefix) + "]" for prefix in commands)
+    return [f"write = {'true' if write else 'false'}", f"commands = [{listed}]",
+            f"rest = {toml_string(rest)}"]
+
+
+def allow_is_valid(grant: CommandGrant) -> bool:
+    """Whether the grant may be `allow` (G20): no shell, exec wrapper or interpreter
+    in any first-token alternative, unless `rest = "none"`."""
+    return grant.rest == "none" or not any(
+        runs_any_program(first) for prefix in grant.commands for first in prefix[0])
 
 
 NARROW: Final[tuple[Rest, ...]] = ("none", "paths", "no_options", "any")

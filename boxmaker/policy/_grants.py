@@ -24,7 +24,7 @@ import hashlib
 import json
 import re
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, cast
 
 import attrs
@@ -39,6 +39,7 @@ from ._command_grants import (
     COMMAND_FIELDS,
     Reader,
     check_command_table,
+    g21_problems,
     g22_problems,
 )
 from ._commands import CommandGrant
@@ -461,8 +462,24 @@ def _g22(grants: list[Grant]) -> list[GrantProblem]:
     return out
 
 
-def parse_grant_files(files: Iterable[GrantFile]) -> GrantState:
-    """Every `*.toml` file of a grants directory -> a GrantSet, or every problem."""
+def _g21(grants: list[Grant], commands_path: Sequence[str]) -> list[GrantProblem]:
+    """G21 over the set: a non-deny run_command grant mounted over `[commands] path`
+    (brokerd's `[commands] path`; without it nothing to check)."""
+    out: list[GrantProblem] = []
+    for grant in grants:
+        if isinstance(grant.command, CommandGrant):
+            out.extend(GrantProblem(file=grant.file, index=grant.index, grant=grant.id,
+                                    rule="G21", message=message)
+                       for message in g21_problems(grant.command, commands_path))
+    return out
+
+
+def parse_grant_files(files: Iterable[GrantFile], *,
+                      commands_path: Sequence[str] = ()) -> GrantState:
+    """Every `*.toml` file of a grants directory -> a GrantSet, or every problem.
+
+    `commands_path` is brokerd's `[commands] path` (G21); empty when brokerd has no
+    `[commands]` or the caller does not know it (an offline check without brokerd.toml)."""
     ordered = sorted(files, key=lambda f: f.name_bytes)
     digest = grant_digest(ordered)
     grants: list[Grant] = []
@@ -488,6 +505,7 @@ def parse_grant_files(files: Iterable[GrantFile]) -> GrantState:
         file_problems.sort(key=lambda p: (-1 if p.index is None else p.index, _rule_number(p)))
         problems.extend(file_problems)
         grants.extend(file_grants)
+    problems.extend(_g21(grants, commands_path))
     problems.extend(_g22(grants))
     if problems:
         report = GrantsReport(ok=False, count=0, digest=digest, problems=problems)
@@ -495,13 +513,17 @@ def parse_grant_files(files: Iterable[GrantFile]) -> GrantState:
     return GrantSet.of(grants, digest)
 
 
-def parse_grant_texts(files: Mapping[str, str | bytes]) -> GrantState:
+def parse_grant_texts(files: Mapping[str, str | bytes], *,
+                      commands_path: Sequence[str] = ()) -> GrantState:
     """Convenience for tests and docs: ``{"name.toml": text}`` -> a grant state."""
     return parse_grant_files(
-        GrantFile(
-            name=name,
-            name_bytes=name.encode("utf-8"),
-            content=content.encode("utf-8") if isinstance(content, str) else content,
-        )
-        for name, content in files.items()
+        (
+            GrantFile(
+                name=name,
+                name_bytes=name.encode("utf-8"),
+                content=content.encode("utf-8") if isinstance(content, str) else content,
+            )
+            for name, content in files.items()
+        ),
+        commands_path=commands_path,
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
@@ -30,8 +31,9 @@ class GrantsMissing(ConfigurationError):
 
     runbook = "docs/runbook.md#grants-missing"
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, commands_path: Sequence[str] = ()) -> None:
         self.directory = directory
+        self.commands_path = tuple(commands_path)
         super().__init__(
             f"the grants directory {os.fsdecode(directory)!r} does not exist; "
             "every call is denied"
@@ -92,9 +94,11 @@ def _read_one(directory: Path, name: bytes) -> GrantFile:
         os.close(fd)
 
 
-def load_grants(directory: Path) -> GrantState:
-    """Read and parse every ``*.toml`` file of `directory` (other files are ignored)."""
-    return parse_grant_files(_read_one(directory, name) for name in _entry_names(directory))
+def load_grants(directory: Path, *, commands_path: Sequence[str] = ()) -> GrantState:
+    """Read and parse every ``*.toml`` file of `directory` (other files are ignored);
+    `commands_path` is brokerd's `[commands] path`, for G21."""
+    return parse_grant_files((_read_one(directory, name) for name in _entry_names(directory)),
+                             commands_path=commands_path)
 
 
 def fingerprint(directory: Path) -> Fingerprint | None:
@@ -135,8 +139,9 @@ class GrantsWatcher:
     previous one (validity, digest or presence; True on the first call).
     """
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, commands_path: Sequence[str] = ()) -> None:
         self.directory = directory
+        self.commands_path = tuple(commands_path)
         self._fingerprint: object = _UNSET
         self._state: GrantState = missing_state()
 
@@ -154,7 +159,7 @@ class GrantsWatcher:
             new: GrantState = missing_state()
         else:
             try:
-                new = load_grants(self.directory)
+                new = load_grants(self.directory, commands_path=self.commands_path)
             except GrantsMissing:
                 new, current = missing_state(), None
         self._fingerprint = current

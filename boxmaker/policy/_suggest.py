@@ -6,10 +6,14 @@ Two kinds of suggestion, from the calls in the window (`--since`):
   narrowest `ask` grant that covers them: the file (or directory) itself, or
   the parent directory when several paths below it were asked for; for a
   fetch (`http_fetch`) the exact host (with its port when not the default),
-  never a wildcard; for a tool whose grants list neither (`echo`) its one grant.
+  never a wildcard; for a tool whose grants list neither (`echo`) its one grant;
+  for `run_command`, the prefixes of `suggest_commands` (_command_suggest.py:
+  a shell, an exec wrapper or an interpreter only as its exact argv with
+  `rest = "none"`), `paths` the call's `cwd`.
 - `replace`: an `ask` grant the owner approved at least `min_approvals` times
   in the window and never refused (anywhere in the log) becomes the same grant
-  (same `id`) with `mode = "allow"` and `when_untrusted` at least `ask`.
+  (same `id`) with `mode = "allow"` and `when_untrusted` at least `ask`; never a
+  run_command grant that G20 keeps `ask` (a shell with `rest` other than `none`).
 
 Taint is never laundered: `label` is the highest label of the grants that
 decided the calls (the replaced grant's; `private` when none did), `untrusted`
@@ -41,6 +45,13 @@ from ..proto._grammar import Url, parse_url
 from ..proto._taint import Label, max_label
 from ..proto.audit import HistoryApproval, HistoryCall
 from ..proto.tools import CATALOGUE
+from ._command_suggest import (
+    CommandSuggestion,
+    allow_is_valid,
+    command_field_lines,
+    suggest_commands,
+)
+from ._commands import CommandGrant, match_command
 from ._decision import ProtectedPaths
 from ._grants import parse_grant_texts
 from ._model import Grant, GrantSet, InvalidGrantSet
@@ -74,21 +85,27 @@ class Candidate:
     id: str = ""
     covered: list[HistoryCall] = attrs.field(factory=list)
     covered_count: int = 0
+    command: CommandSuggestion | None = None
+    """A run_command ask suggestion: its prefix, `rest`, `paths` and examples."""
 
     def grant_lines(self) -> list[str]:
         if self.replaces is not None:
             g = self.replaces
             entries = (list(g.paths) if g.tool in CATALOGUE.path_tools
-                       else [h.text for h in g.hosts])
+                       or g.tool in CATALOGUE.command_tools else [h.text for h in g.hosts])
+            c = g.command
+            fields = (command_field_lines(c.write, c.commands, c.rest)
+                      if isinstance(c, CommandGrant) else [])
             return render_grant_lines(
                 id=self.id, tool=g.tool, mode="allow", entries=entries, label=g.label,
                 untrusted=g.untrusted or CATALOGUE[g.tool].untrusted, max_label=self.max_label,
                 when_untrusted=g.when_untrusted, http=g.http,
-                private_network=g.private_network, note=g.note)
+                private_network=g.private_network, note=g.note, fields=fields)
         return render_grant_lines(
             id=self.id, tool=self.tool, mode="ask", entries=self.entries, label=self.label,
             untrusted=self.untrusted, max_label=self.max_label, when_untrusted="ask",
-            http=self.http, private_network=False, note=None)
+            http=self.http, private_network=False, note=None,
+            fields=[] if self.command is None else self.command.field_lines())
 
 
 def _slug(text: str) -> str:
@@ -127,6 +144,8 @@ class SuggestGather:
         """(tool, host pattern, http) -> the highest session label seen"""
         self._bare: dict[str, Label] = {}
         """tool whose grants list neither paths nor hosts -> the highest session label seen"""
+        self._commands: dict[tuple[str, tuple[str, ...], str], Label] = {}
+        """(tool, argv, cwd) of a command tool -> the highest session label seen"""
         self.left_out = 0
         self._waiting: dict[int, tuple[str, bool, Label]] = {}
         self._approved: dict[str, int] = {}
@@ -151,9 +170,10 @@ class SuggestGather:
             self._ask_labels[now.grant] = label if seen is None else max_label(seen, label)
         if call.outcome != "denied:no_grant" or now.outcome != "denied:no_grant":
             return
-        if call.tool in CATALOGUE.command_tools:
-            return  # run_command's prefixes are `suggest_commands`' (_command_suggest.py)
         args = call.args()
+        if call.tool in CATALOGUE.command_tools:
+            self._add(self._commands, (call.tool, tuple(args["argv"]), args["cwd"]), label)
+            return
         entry = CATALOGUE[call.tool]
         target = entry.target
         if entry.entries == "paths" and target is not None:
@@ -167,7 +187,8 @@ class SuggestGather:
 
     def _add(self, table: dict[Any, Label], key: tuple[Any, ...], label: Label) -> None:
         known = table.get(key)
-        if known is None and len(self._paths) + len(self._hosts) >= MAX_ENTRIES:
+        if known is None and (len(self._paths) + len(self._hosts) + len(self._commands)
+                              >= MAX_ENTRIES):
             self.left_out += 1
             return
         table[key] = label if known is None else max_label(known, label)
@@ -213,6 +234,7 @@ class SuggestGather:
                 out.append(Candidate(kind="ask", tool=tool, entries=[entry], http=http,
                                      untrusted=CATALOGUE[tool].untrusted, max_label=label,
                                      why="denied no_grant"))
+        out.extend(self._command_candidates())
         for tool, label in sorted(self._bare.items()):
             out.append(Candidate(kind="ask", tool=tool, entries=[], max_label=label,
                                  why="denied no_grant"))
@@ -231,9 +253,28 @@ class SuggestGather:
         assign_ids(out, self.grants)
         return out
 
+    def _command_candidates(self) -> list[Candidate]:
+        out: list[Candidate] = []
+        tools = sorted({tool for tool, _, _ in self._commands})
+        for tool in tools:
+            calls = [(argv, cwd, label) for (t, argv, cwd), label in self._commands.items()
+                     if t == tool and self._path_ok(cwd)]
+            for suggestion in suggest_commands((argv, cwd) for argv, cwd, _ in calls):
+                drafted = suggestion.grant("draft")
+                top: Label = "public"
+                for argv, cwd, label in calls:
+                    if match_command(drafted, argv, cwd) is not None:
+                        top = max_label(top, label)
+                out.append(Candidate(kind="ask", tool=tool, entries=list(suggestion.paths),
+                                     untrusted=True, max_label=top, command=suggestion,
+                                     why="denied no_grant"))
+        return out
+
     def _replaceable(self, grant: Grant) -> bool:
         if any(not self._path_ok(p) for p in grant.paths):
             return False
+        if isinstance(grant.command, CommandGrant) and not allow_is_valid(grant.command):
+            return False  # G20: a shell or an interpreter with more after it stays ask
         return not any(_deny_names_host(self.grants, h.name) for h in grant.hosts)
 
 
@@ -246,7 +287,9 @@ def assign_ids(candidates: list[Candidate], grants: GrantSet) -> None:
         if c.replaces is not None:
             continue
         where = c.entries[0] if c.entries else "all"
-        if c.tool in CATALOGUE.path_tools:
+        if c.command is not None:
+            where = posixpath.basename(c.command.prefix[0][0]) or "command"
+        elif c.tool in CATALOGUE.path_tools:
             where = posixpath.basename(where) or where
         base = f"{c.tool.replace('_', '-')}-{_slug(where)}"
         name, n = base, 1
@@ -330,6 +373,9 @@ def comment_lines(c: Candidate, file_of: str | None) -> list[str]:
     if c.replaces is not None:
         head = (f"# replaces grant {c.id} in {file_of or c.replaces.file} ({c.why}): "
                 "take that one out when you add this")
+    elif c.command is not None:
+        head = (f"# ask before {c.tool} of {c.command.words()} ({c.command.rest} after it) "
+                f"in {', '.join(c.entries)} ({c.why})")
     else:
         head = f"# ask before {c.tool} of {', '.join(c.entries) or 'any text'} ({c.why})"
     lines = [escape_line(head)]

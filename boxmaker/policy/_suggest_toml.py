@@ -11,6 +11,8 @@ log can hold nothing that a terminal or an editor would take as a control).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..proto.tools import CATALOGUE
 
 
@@ -32,13 +34,17 @@ def toml_string(text: str) -> str:
 
 def render_grant_lines(*, id: str, tool: str, mode: str, entries: list[str], label: str,
                        untrusted: bool, max_label: str, when_untrusted: str, http: bool,
-                       private_network: bool, note: str | None) -> list[str]:
+                       private_network: bool, note: str | None,
+                       fields: Sequence[str] = ()) -> list[str]:
+    """`fields`: lines written after the entries (a run_command grant's `write`,
+    `commands`, `rest`, `match`)."""
     lines = ["[[grant]]", f"id = {toml_string(id)}", f"tool = {toml_string(tool)}",
              f"mode = {toml_string(mode)}"]
     entry = CATALOGUE[tool]
     listed = "[" + ", ".join(toml_string(e) for e in entries) + "]"
     if entry.entries is not None:
         lines.append(f"{entry.entries} = {listed}")
+    lines.extend(fields)
     if entry.reads:
         lines.append(f"label = {toml_string(label)}")
         lines.append(f"untrusted = {'true' if untrusted else 'false'}")

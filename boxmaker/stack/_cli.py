@@ -197,7 +197,8 @@ def _reconcile(home: Path, tools: ToolsSetup | None, created: bool) -> None:
     if tools is None:
         return
     if not created and rewrite_owned(home, "brokerd.toml",
-                                     brokerd_toml(home, tools.image).encode("utf-8")):
+                                     brokerd_toml(home, tools.image,
+                                                  tools.commands_image).encode("utf-8")):
         runner = f"podman with image {tools.image}" if tools.image else "the refusing runner"
         _say(f"{home / 'brokerd.toml'}: the runner is now {runner}")
     if tools.image is not None and tools.rebuilt:
@@ -209,6 +210,8 @@ def _reconcile(home: Path, tools: ToolsSetup | None, created: bool) -> None:
              f"is answered runner_unavailable ({ERROR_RUNBOOKS['runner_unavailable']})")
     else:
         _say(f"tools run in podman containers from image {tools.image}")
+        if tools.commands_image is not None:
+            _say(f"run_command runs in containers from image {tools.commands_image}")
 
 
 @click.group()
@@ -312,6 +315,7 @@ def up(home: Path | None, url: str | None, local_model: bool, model_key: str | N
     tools = _tools(home, no_tools, consent=consent)
     starter = write_starter_home(home, upstream=upstream, slots=slots, n_ctx_per_slot=n_ctx,
                                  tools_image=tools.image if tools else None,
+                                 commands_image=tools.commands_image if tools else None,
                                  max_tokens=max_tokens)
     _reconcile(home, tools, created=home / "brokerd.toml" in starter.created)
     for path in starter.created:

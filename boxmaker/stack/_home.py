@@ -1,8 +1,10 @@
 """The starter home `boxmaker up` writes on first run (09-operations).
 
-Four config files, `core.md`, a `grants/` directory with commented examples,
-and a demo notes directory outside the home (the home is protected: no grant
-can reach into it).  Existing files are never overwritten.
+Four config files, `core.md`, a `grants/` directory with commented examples (a
+run_command one among them), and a demo notes directory outside the home (the
+home is protected: no grant can reach into it).  Existing files are never
+overwritten.  With the tools and commands images, brokerd.toml gets
+`[commands]` and loopd offers run_command.
 """
 
 from __future__ import annotations
@@ -35,6 +37,18 @@ def _max_tokens_line(max_tokens: int | None) -> str:
     return f"max_tokens = {max_tokens}                    # cap each answer"
 
 
+def _commands_table(tools_image: str | None, commands_image: str | None) -> str:
+    """`[commands]` with the default commands image, when podman runs the tools."""
+    if tools_image is None or commands_image is None:
+        return ""
+    return (
+        "\n# run_command: one program in a fresh container of this image, no network,\n"
+        "# only the granted directories (docs/runner.md).\n"
+        "[commands]\n"
+        f"image = {_toml_str(commands_image)}\n"
+    )
+
+
 def _runner_table(tools_image: str | None) -> str:
     """podman with the tools image when there is one; else the refusing runner."""
     if tools_image is None:
@@ -55,7 +69,7 @@ def _runner_table(tools_image: str | None) -> str:
     )
 
 
-def brokerd_toml(home: Path, tools_image: str | None) -> str:
+def brokerd_toml(home: Path, tools_image: str | None, commands_image: str | None = None) -> str:
     """The starter brokerd.toml; also what `up` rewrites it to while it is `up`'s own."""
     run = home / "run"
     return f"""# brokerd's configuration (docs: 05-brokerd).  Paths are under home.
@@ -71,7 +85,7 @@ admin = {_toml_str(run / "admin.sock")}
 [approvals]
 ttl_ms = 600000
 
-{_runner_table(tools_image)}"""
+{_runner_table(tools_image)}{_commands_table(tools_image, commands_image)}"""
 
 
 def _write_new(path: Path, text: str, created: list[Path], mode: int = 0o600) -> bool:
@@ -91,6 +105,7 @@ def write_starter_home(
     upstream: str,
     demo_notes: Path | None = None,
     tools_image: str | None = None,
+    commands_image: str | None = None,
     max_tokens: int | None = None,
     slots: int = 4,
     n_ctx_per_slot: int = 262144,
@@ -101,7 +116,12 @@ def write_starter_home(
     if demo_notes is None:
         demo_notes = Path.home() / "boxmaker-demo" / "notes"
     run = home / "run"
-    if _write_new(home / "brokerd.toml", brokerd_toml(home, tools_image), created):
+    offer = list(CATALOGUE.default_offer)
+    if tools_image is not None and commands_image is not None:
+        offer += [name for name in CATALOGUE.command_tools if name not in offer]
+    demo = demo_notes.parent
+    if _write_new(home / "brokerd.toml", brokerd_toml(home, tools_image, commands_image),
+                  created):
         mark_owned(home, "brokerd.toml", (home / "brokerd.toml").read_bytes())
     _write_new(
         home / "inferproxy.toml",
@@ -129,7 +149,7 @@ socket = {_toml_str(run / "broker.sock")}
 
 [loop]
 max_rounds = 8
-tools = [{", ".join(_toml_str(name) for name in CATALOGUE.default_offer)}]
+tools = [{", ".join(_toml_str(name) for name in offer)}]
 """,
         created,
     )
@@ -198,6 +218,21 @@ id = "no-ssh-list"
 tool = "list_dir"
 mode = "deny"
 paths = [{_toml_str(ssh)}]
+
+# Run git status, git log and git diff in the demo directory (needs [commands] in
+# brokerd.toml; anything else run_command is asked for is denied no_grant).  git
+# runs what a repository's own config names (core.pager, core.fsmonitor): the
+# read-only mount (write = false) and no network bound it (docs/runner.md).
+[[grant]]
+id = "demo-git-read"
+tool = "run_command"
+mode = "allow"
+paths = [{_toml_str(demo)}]
+write = false
+commands = [["git", ["status", "log", "diff"]]]
+rest = "any"
+match = [["git", "status"], ["git", "log", "-n", "5"]]
+not_match = [["git", "push"], ["git", "-c", "core.pager=sh", "log"]]
 """,
         created,
     )

@@ -1,4 +1,5 @@
-"""The tools part of `boxmaker up`: podman, runc and the tools image (08-runner, issue 13).
+"""The tools part of `boxmaker up`: podman, runc, the tools image (08-runner, issue 13) and
+the default commands image (run_command, issue 25).
 
 `up` runs the same idempotent scripts as CI (`scripts/get-podman`,
 `scripts/build-tools-image`): it installs podman, runc and mmdebstrap from
@@ -38,6 +39,8 @@ class ToolsSetup:
     advice: str | None = None
     """When image is None: why, and exactly what to run."""
     rebuilt: bool = False
+    commands_image: str | None = None
+    """sha256:<id> of the default commands image (run_command), or None: not built."""
 
 
 def scripts_dir() -> Path | None:
@@ -56,8 +59,47 @@ def _elapsed(started: float) -> str:
 
 def set_up_tools(*, confirm: Callable[[str], bool], say: Callable[[str], None],
                  scripts: Path | None = None) -> ToolsSetup:
-    """Install what is missing, build the image if needed; its digest or advice."""
+    """Install what is missing, build the images if needed; their digests or advice.
+
+    With a tools image, the default commands image (`scripts/build-commands-image`:
+    coreutils, grep, sed, git, make, python3) is built too; a failure there costs
+    run_command only (`commands_image` None, said why)."""
     scripts = scripts or scripts_dir()
+    setup = _set_up_tools_image(confirm=confirm, say=say, scripts=scripts)
+    if setup.image is None or scripts is None:
+        return setup
+    return attrs.evolve(setup, commands_image=_commands_image(scripts, say))
+
+
+def _commands_image(scripts: Path, say: Callable[[str], None]) -> str | None:
+    """The default commands image's digest, built when missing; None when it cannot be."""
+    build = scripts / "build-commands-image"
+    if not build.is_file():
+        return None
+    check = subprocess.run([str(build), "--check"], stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, check=False)
+    image = check.stdout.strip()
+    if check.returncode == 0 and _DIGEST.fullmatch(image):
+        return image
+    started = time.monotonic()
+    say("building the default commands image for run_command (coreutils grep sed git make "
+        "python3, by mmdebstrap: a few minutes the first time)")
+    built = subprocess.run([str(build)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           text=True, check=False)
+    lines = (built.stdout or "").split()
+    image = lines[-1] if lines else ""
+    if built.returncode != 0 or not _DIGEST.fullmatch(image):
+        say(f"building the commands image failed (exit {built.returncode}, see above): "
+            "run_command stays unconfigured; run scripts/build-commands-image, then "
+            "./scripts/up again")
+        return None
+    say(f"commands image {image} built in {_elapsed(started)}")
+    return image
+
+
+def _set_up_tools_image(*, confirm: Callable[[str], bool], say: Callable[[str], None],
+                        scripts: Path | None) -> ToolsSetup:
+    """podman and the tools image: its digest or advice."""
     if scripts is None:
         return ToolsSetup(image=find_tools_image(), advice=(
             "this installation has no scripts/build-tools-image: build the tools image from "

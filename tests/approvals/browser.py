@@ -84,6 +84,18 @@ class PageProcess:
             self.proc.stdout.close()
 
 
+COMMAND_ASK = """
+[[grant]]
+id = "src-ask"
+tool = "run_command"
+mode = "ask"
+paths = ["/home/me/src"]
+commands = [["git"]]
+rest = "any"
+"""
+"""A run_command ask grant: its approval shows the command block."""
+
+
 class Stack:
     """brokerd + page + Chromium with a virtual authenticator."""
 
@@ -93,7 +105,8 @@ class Stack:
         extra = f'rp_id = "localhost"\norigins = ["{self.origin}"]\n'
         if require_passkey:
             extra += "require_passkey = true\n"
-        self.home = Home(grants={"ask.toml": ECHO_ASK}, ttl_ms=ttl_ms, approvals_extra=extra)
+        self.home = Home(grants={"ask.toml": ECHO_ASK, "commands.toml": COMMAND_ASK},
+                         ttl_ms=ttl_ms, approvals_extra=extra)
         self.brokerd: BrokerdProcess = start(self.home)
         self.page = PageProcess(self.home, self.origin, self.port)
         self.browser_home = Path(tempfile.mkdtemp(prefix="bx-chromium-"))

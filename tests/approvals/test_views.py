@@ -69,3 +69,20 @@ def test_an_expired_approval_has_no_seconds_left() -> None:
 def test_shown_value() -> None:
     assert shown_value("<script>\u202e") == "<script>\\u{202E}"
     assert shown_value({"b": [1, None]}) == '{"b":[1,null]}'
+
+
+def test_a_run_command_approval_shows_the_command_block() -> None:
+    args = {"argv": ["git", "log", "a b; rm -rf ~", "\x1b[2J\u202e"], "cwd": "/home/me/src",
+            "stdin": "line\n"}
+    view = approval_view(approval(args, tool="run_command"), [], NOW)
+    assert view["block"] == "command"
+    assert view["args"] == [
+        ["argv[0]", '"git"'], ["argv[1]", '"log"'], ["argv[2]", '"a b; rm -rf ~"'],
+        ["argv[3]", '"\\\\u001b[2J\\u{202E}"'], ["cwd", "/home/me/src"],
+        ["mounts", "the paths of grant ask-notes, read-write only if it says write = true"],
+        ["network", "none"], ["stdin", "line\\n"]]
+    assert _inert(json.dumps(view, ensure_ascii=False))
+    # arguments that are no run_command call are shown as they are
+    view = approval_view(approval({"argv": "git log"}, tool="run_command"), [], NOW)
+    assert view["block"] == "args" and view["args"] == [["argv", "git log"]]
+    assert approval_view(approval({"path": "/a"}), [], NOW)["block"] == "args"

@@ -319,3 +319,18 @@ async def test_run_command_without_commands_is_runner_unavailable(
     answer = await ask(home.broker, call)
     assert answer[0]["denied"]["code"] == "no_grant"
     handle.stop()
+
+
+async def test_g21_at_load_against_brokerds_commands_path(
+        home: Home, nursery: trio.Nursery) -> None:
+    # a grant over a directory of [commands] path: the whole set is invalid (G21)
+    (home.grants / "commands.toml").write_text(RUN_COMMAND_ALLOW.replace(
+        '"/home/me/src"', '"/opt/tools"'))
+    home.config.write_text(home.config.read_text() + f'\n[commands]\nimage = "sha256:{"a" * 64}"'
+                           '\npath = "/opt/tools/bin:/usr/bin:/bin"\n')
+    handle = await started(nursery, home)
+    call = {"v": 1, "id": 3, "call": {"session": "s1", "tool": "run_command",
+                                      "args": {"argv": ["git", "log"], "cwd": "/opt/tools"}}}
+    answer = await ask(home.broker, call)
+    assert answer[0]["denied"]["code"] == "grants_invalid", answer
+    handle.stop()

@@ -32,8 +32,8 @@ def test_the_starter_grants_in_one_line(tmp_path: Path, monkeypatch) -> None:  #
     monkeypatch.setenv("HOME", str(tmp_path / "user"))
     state = _starter_grants(tmp_path)
     assert grants_summary(state.grants, tmp_path / "user") == (
-        "reads and lists ~/boxmaker-demo/notes; asks before fetching from docs.python.org; "
-        "never reads or lists ~/.ssh")
+        "reads and lists ~/boxmaker-demo/notes; runs commands in ~/boxmaker-demo; "
+        "asks before fetching from docs.python.org; never reads or lists ~/.ssh")
 
 
 def test_a_tool_without_a_verb_is_named() -> None:

@@ -303,3 +303,40 @@ def test_explain_run_command_token_by_token(home: Path) -> None:
     (one,) = doc["commands"]
     assert one["matched"] is True and one["cwd"]["entry"] == "/home/me/src"
     assert [t["got"] for t in one["prefixes"][0]["tokens"]] == ["git", "log"]
+
+
+OPT_GRANT = """
+[[grant]]
+id = "opt-tools"
+tool = "run_command"
+mode = "allow"
+paths = ["/opt"]
+commands = [["ls"]]
+"""
+
+
+def test_g21_against_brokerds_commands_path(home: Path, tmp_path: Path) -> None:
+    (home / "grants" / "opt.toml").write_text(OPT_GRANT)
+    config = tmp_path / "brokerd.toml"
+    config.write_text(f'[runner]\nkind = "echo"\n[commands]\nimage = "sha256:{"a" * 64}"\n'
+                      'path = "/opt/tools/bin:/usr/bin"\n')
+    # without [commands] in brokerd.toml there is no PATH to check against
+    assert run(home, "grants", "check").exit_code == 0
+    result = run(home, "grants", "check", "--brokerd-config", str(config), "--json")
+    assert result.exit_code == 1, result.output
+    (problem,) = json.loads(result.stdout)["problems"]
+    assert problem["rule"] == "G21" and problem["grant"] == "opt-tools"
+    assert "/opt/tools/bin" in problem["message"]
+    (home / "brokerd.toml").write_text(config.read_text())  # the default: as brokerd sees it
+    result = run(home, "grants", "check")
+    assert result.exit_code == 1 and "G21" in result.stdout, result.output
+    os.unlink(home / "brokerd.toml")
+    # explain reads brokerd.toml anyway: the same set is invalid there
+    args = '{"argv": ["ls"], "cwd": "/opt"}'
+    assert explain(home, "--tool", "run_command", "--args", args).exit_code == 0
+    result = explain(home, "--tool", "run_command", "--args", args,
+                     "--brokerd-config", str(config))
+    assert result.exit_code == 1 and "G21" in result.stdout, result.output
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[commands]\nimage = 5\n")
+    assert run(home, "grants", "check", "--brokerd-config", str(bad)).exit_code == 2

@@ -1,4 +1,4 @@
-"""Finding the tools image for the real-container tests."""
+"""Finding the tools image and the commands image for the real-container tests."""
 
 from __future__ import annotations
 
@@ -27,6 +27,19 @@ def tools_image() -> str:
         if done.returncode == 0:
             return done.stdout.strip()
         why = "no tools image for the current toolkit sources (scripts/build-tools-image)"
+    if os.environ.get("BOXMAKER_CI") == "1":
+        pytest.fail(why)
+    pytest.skip(why)
+
+
+def commands_image() -> str:
+    """The default commands image (scripts/build-commands-image), or skip (fail under
+    BOXMAKER_CI=1)."""
+    done = subprocess.run([str(REPO / "scripts" / "build-commands-image"), "--check"],
+                          capture_output=True, text=True, check=False, timeout=120)
+    if done.returncode == 0:
+        return done.stdout.strip()
+    why = "no default commands image (scripts/build-commands-image)"
     if os.environ.get("BOXMAKER_CI") == "1":
         pytest.fail(why)
     pytest.skip(why)

@@ -90,8 +90,11 @@ def test_up_writes_a_home_starts_everything_chats_and_stops(
             assert "tools: run in throw-away podman containers" in screen
         # the first screen: the model, and the grants in one line
         assert "model: " in screen
-        assert ("grants: reads and lists ~/boxmaker-demo/notes; asks before fetching from "
-                "docs.python.org; never reads or lists ~/.ssh") in screen
+        assert ("grants: reads and lists ~/boxmaker-demo/notes; runs commands in "
+                "~/boxmaker-demo; asks before fetching from docs.python.org; never reads or "
+                "lists ~/.ssh") in screen
+        if tools:  # the default commands image: brokerd.toml's [commands], run_command offered
+            assert "run_command runs in containers from image sha256:" in screen
         up.type("/help\n")
         up.expect(b"Ctrl-D")
         up.expect(b"you> ")

@@ -4,13 +4,14 @@ Each case is an attack or a promise of 12's "run_command" checked from
 broker.sock: the allowed program runs in the granted tree with no network,
 brokerd's home inside the grant is masked, a symbolic link as cwd is refused,
 a program given as a path is not the bare name the grant allows, shell words
-are plain bytes, a missing program exits 127.  On both launchers; the oci
-one's run is opt-in (`-m oci_wall`, docs/decisions.md).
+are plain bytes, a missing program exits 127.  One brokerd per launcher serves
+the first three tests (module fixtures); the oci launcher's run is opt-in
+(`-m oci_wall`, docs/decisions.md); test_run_command_attacks.py holds the rest
+of the attacks.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -20,21 +21,10 @@ from typing import Any
 import pytest
 
 from tests.fakes.brokerd import BrokerdProcess, Home, call_request, request, start
-from tests.fakes.podman import tools_image
+from tests.fakes.podman import commands_image, tools_image
 
 pytestmark = pytest.mark.podman
 REPO = Path(__file__).resolve().parents[2]
-
-
-def commands_image() -> str:
-    done = subprocess.run([str(REPO / "scripts" / "build-commands-image"), "--check"],
-                          capture_output=True, text=True, check=False, timeout=120)
-    if done.returncode == 0:
-        return done.stdout.strip()
-    why = "no default commands image (scripts/build-commands-image)"
-    if os.environ.get("BOXMAKER_CI") == "1":
-        pytest.fail(why)
-    pytest.skip(why)
 
 
 def grants(proj: Path) -> str:
@@ -49,7 +39,7 @@ rest = "any"
 """
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def proj() -> Iterator[Path]:
     root = Path(subprocess.check_output(["mktemp", "-d", "/tmp/bx-cmd-XXXXXX"],
                                         text=True).strip())
@@ -75,7 +65,7 @@ def configure(home: Home, launcher: str) -> None:
     home.config.write_text(text)
 
 
-@pytest.fixture(params=LAUNCHERS)
+@pytest.fixture(scope="module", params=LAUNCHERS)
 def brokerd(request: pytest.FixtureRequest, proj: Path) -> Iterator[tuple[Home, BrokerdProcess]]:
     home = Home(runner="podman", grants={"proj.toml": grants(proj)}, fsync=False)
     configure(home, request.param)

@@ -17,7 +17,8 @@ from boxmaker.policy._command_grants import (
     runs_any_program,
 )
 from boxmaker.policy._commands import CommandGrant
-from boxmaker.policy._model import Mode
+from boxmaker.policy._grants import parse_grant_texts
+from boxmaker.policy._model import InvalidGrantSet, Mode
 
 
 def check(text: str) -> tuple[CommandGrant | None, list[tuple[str, str]]]:
@@ -225,3 +226,16 @@ def test_g22() -> None:
     assert g22_problems(_g(("/home/me/src",), mode="deny"), "private", "secret", [above]) == []
     same_id = Reader(grant="w", paths=("/home/me/src",), label="public")
     assert g22_problems(writer, "private", "private", [same_id]) == []
+
+
+def test_g21_at_load_with_the_commands_path() -> None:
+    text = {"a.toml": '[[grant]]\nid = "usr"\ntool = "run_command"\nmode = "ask"\n'
+                      'paths = ["/usr/local"]\ncommands = [["ls"]]\n'
+                      '[[grant]]\nid = "deny-usr"\ntool = "run_command"\nmode = "deny"\n'
+                      'paths = ["/usr"]\ncommands = [["rm"]]\n'}
+    assert parse_grant_texts(text).ok  # no [commands]: nothing to check against
+    state = parse_grant_texts(text, commands_path=("/usr/local/bin", "/usr/bin", "/bin"))
+    assert isinstance(state, InvalidGrantSet)
+    (problem,) = state.report.problems  # the deny grant is never mounted
+    assert (problem.rule, problem.grant, problem.index) == ("G21", "usr", 0)
+    assert "/usr/local/bin" in problem.message

@@ -6,6 +6,7 @@ path or host, and a draft that changes exactly the calls it names."""
 from __future__ import annotations
 
 import tomllib
+from typing import Any
 
 from boxmaker.policy._decision import ProtectedPaths
 from boxmaker.policy._grants import parse_grant_texts
@@ -58,7 +59,7 @@ class Log:
         self.approvals: list[HistoryApproval] = []
         self.events: list[HistoryCall | HistoryApproval] = []
 
-    def call(self, tool: str, args: dict[str, str], grant_set: GrantSet, *,
+    def call(self, tool: str, args: dict[str, Any], grant_set: GrantSet, *,
              label: str = "public") -> HistoryCall:
         state = Taint(label=label, untrusted=False)  # type: ignore[arg-type]
         now = Redecider(grant_set, PROTECTED).decide(tool, dumps(args), state)
@@ -281,3 +282,76 @@ def test_the_allow_reaches_the_highest_approved_label_and_no_further() -> None:
                         label="secret"), "approved")
     (only,) = log.gather(g, min_approvals=3).candidates()
     assert tomllib.loads("\n".join(only.grant_lines()))["grant"][0]["max_label"] == "secret"
+
+
+def _cmd(argv: list[str], cwd: str = "/srv/proj") -> dict[str, Any]:
+    return {"argv": argv, "cwd": cwd}
+
+
+def test_run_command_calls_become_prefixes_never_a_widened_shell() -> None:
+    g = grants()
+    log = Log()
+    log.call("run_command", _cmd(["git", "status"]), g)
+    log.call("run_command", _cmd(["git", "log", "-n", "3"]), g, label="private")
+    log.call("run_command", _cmd(["bash", "-c", "make && rm -rf /"]), g)
+    log.call("run_command", _cmd(["ls"], "/var/lib/boxmaker/audit"), g)  # protected: never
+    candidates = log.gather(g).candidates()
+    by_id = {c.id: c for c in candidates}
+    assert sorted(by_id) == ["run-command-bash", "run-command-git"]
+    git, bash = by_id["run-command-git"], by_id["run-command-bash"]
+    assert git.command is not None and git.command.prefix == (("git",), ("status", "log"))
+    assert git.command.rest == "any" and git.entries == ["/srv/proj"]
+    assert git.max_label == "private" and git.untrusted
+    assert bash.command is not None and bash.command.rest == "none"
+    assert bash.command.prefix == (("bash",), ("-c",), ("make && rm -rf /",))
+    draft = render_draft(candidates, [])
+    tables = tomllib.loads(draft)["grant"]
+    assert all(t["mode"] == "ask" and t["tool"] == "run_command" for t in tables)
+    assert "# ask before run_command of git [status|log] (any after it) in /srv/proj" in draft
+    applied = draft_state(g, draft)  # loads: G17..G20 and the match examples (G19)
+    check = SuggestCheck(candidates, Redecider(g, PROTECTED), Redecider(applied, PROTECTED))
+    for call in log.calls:
+        check.on_call(call)
+    assert check.revise() is None
+    assert [c.seq for c in git.covered] == [1, 2] and [c.seq for c in bash.covered] == [3]
+    assert Redecider(applied, PROTECTED)(log.calls[3]).outcome == "denied:protected"
+    other = Redecider(applied, PROTECTED).decide(
+        "run_command", dumps(_cmd(["bash", "-c", "id"])), Taint(label="public", untrusted=False))
+    assert other.outcome == "denied:no_grant"
+
+
+ASK_GIT = BASE + """
+[[grant]]
+id = "ask-git"
+tool = "run_command"
+mode = "ask"
+paths = ["/srv/proj"]
+commands = [["git", ["status", "log"]], ["make", "test"]]
+rest = "any"
+
+[[grant]]
+id = "ask-sh"
+tool = "run_command"
+mode = "ask"
+paths = ["/srv/proj"]
+commands = [["sh", "-c"]]
+rest = "any"
+"""
+
+
+def test_an_approved_run_command_ask_becomes_allow_but_a_shell_stays_ask() -> None:
+    g = grants(ASK_GIT)
+    log = Log()
+    for _ in range(3):
+        log.answer(log.call("run_command", _cmd(["git", "log"]), g), "approved")
+        log.answer(log.call("run_command", _cmd(["sh", "-c", "make"]), g), "approved")
+    (only,) = log.gather(g, min_approvals=3).candidates()  # G20: ask-sh may not be allow
+    assert only.kind == "replace" and only.id == "ask-git"
+    text = "\n".join(only.grant_lines())
+    table = tomllib.loads(text)["grant"][0]
+    assert table["mode"] == "allow" and table["when_untrusted"] == "ask"
+    assert table["commands"] == [["git", ["status", "log"]], ["make", "test"]]
+    assert table["rest"] == "any" and table["write"] is False
+    assert table["paths"] == ["/srv/proj"] and table["untrusted"] is True
+    replaced = draft_state(g, text)
+    assert Redecider(replaced, PROTECTED)(log.calls[0]).outcome == "allowed"

@@ -10,11 +10,16 @@ from pathlib import Path
 
 import pytest
 
+from boxmaker._brokerd_config import load_config
 from boxmaker.bxctl._config import load_config as load_bxctl
 from boxmaker.inferproxy._config import load_config as load_inferproxy
 from boxmaker.loopd._config import load_config as load_loopd
+from boxmaker.policy._decide import decide
+from boxmaker.policy._decision import ProtectedPaths, ToolCall
+from boxmaker.policy._explain import explain_document
 from boxmaker.policy._load import load_grants
 from boxmaker.policy._model import GrantSet
+from boxmaker.proto._taint import Taint
 from boxmaker.stack._home import brokerd_toml, write_starter_home
 from boxmaker.stack._owned import OWNED_FILE, is_owned
 
@@ -88,3 +93,32 @@ def test_max_tokens_left_commented_when_not_given(tmp_path: Path) -> None:
     table = tomllib.loads((home / "loopd.toml").read_text())
     assert "max_tokens" not in table["inference"]
     assert "# max_tokens = 1024" in (home / "loopd.toml").read_text()
+
+
+def test_the_commands_image_and_the_git_starter_grant(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    home, notes = tmp_path / "home", tmp_path / "user" / "boxmaker-demo" / "notes"
+    commands = "sha256:" + "cd" * 32
+    write_starter_home(home, upstream="http://127.0.0.1:8080", demo_notes=notes,
+                       tools_image=IMAGE, commands_image=commands)
+    config = load_config(home / "brokerd.toml")  # brokerd's own loader accepts it
+    assert config.commands is not None and config.commands.image == commands
+    assert "run_command" in load_loopd(home / "loopd.toml").tools
+    grants = load_grants(home / "grants", commands_path=config.commands.path)  # G21 too
+    assert isinstance(grants, GrantSet), grants
+    git = grants.get("demo-git-read")
+    assert git is not None and git.paths == (str(notes.parent),) and git.mode == "allow"
+    cwd = str(notes.parent)
+    taint = Taint(label="public", untrusted=False)
+    none = ProtectedPaths.of([])
+    for argv, outcome in ((["git", "status"], "allowed"), (["git", "log", "-n", "3"], "allowed"),
+                          (["git", "push"], "denied"), (["/usr/bin/git", "log"], "denied"),
+                          (["git", "-c", "core.pager=sh", "log"], "denied")):
+        result = decide(ToolCall(tool="run_command", args={"argv": argv, "cwd": cwd}), taint,
+                        grants, none)
+        assert explain_document(result)["outcome"] == outcome, argv
+    # without the commands image: no [commands], run_command not offered, the grant loads
+    bare = tomllib.loads(brokerd_toml(home, IMAGE))
+    assert "commands" not in bare
+    assert "commands" not in tomllib.loads(brokerd_toml(home, None, commands))

@@ -129,3 +129,31 @@ def test_debian_packages_are_asked_about_once(capsys: pytest.CaptureFixture[str]
     said = capsys.readouterr().err
     assert said.count("Install them with apt-get now") == 1
     assert "cmake, g++, podman" in said and "No terminal to ask: going ahead" in said
+
+
+def _commands_script(scripts: Path, image: str | None) -> None:
+    body = f'echo "{image}"' if image else "echo 'mirror unreachable' >&2; exit 1"
+    path = scripts / "build-commands-image"
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+
+
+def test_the_commands_image_joins_brokerd_toml(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    home = tmp_path / "home"
+    scripts = _scripts(tmp_path, IMAGE_A)
+    _commands_script(scripts, None)  # cannot be built: run_command stays unconfigured
+    tools = _tools(home, no_tools=False, scripts=scripts)
+    assert tools is not None and tools.image == IMAGE_A and tools.commands_image is None
+    assert "run_command stays unconfigured" in capsys.readouterr().err
+    write_starter_home(home, upstream="http://127.0.0.1:1", demo_notes=tmp_path / "d" / "n",
+                       tools_image=tools.image, commands_image=tools.commands_image)
+    _reconcile(home, tools, created=True)
+    assert "commands" not in tomllib.loads((home / "brokerd.toml").read_text())
+    image_c = "sha256:" + "c" * 64
+    _commands_script(scripts, image_c)  # built now: the next up adds [commands]
+    tools = _tools(home, no_tools=False, scripts=scripts)
+    assert tools is not None and tools.commands_image == image_c
+    _reconcile(home, tools, created=False)
+    assert tomllib.loads((home / "brokerd.toml").read_text())["commands"] == {"image": image_c}
+    assert "run_command runs in containers from image " + image_c in capsys.readouterr().err

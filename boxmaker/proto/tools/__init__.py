@@ -28,7 +28,7 @@ from ._command_args import (
     program_problem,
     token_problem,
 )
-from ._command_block import command_block_rows
+from ._command_block import command_approval_rows, command_block_rows
 from ._entry import (
     NAME_GRAMMAR,
     TARGET_KINDS,
@@ -73,6 +73,7 @@ __all__ = [
     "WriteFileArgs",
     "WriteMode",
     "argv_problem",
+    "command_approval_rows",
     "command_block_rows",
     "parse_args",
     "parse_run_command_args",

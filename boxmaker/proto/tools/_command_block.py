@@ -11,9 +11,12 @@ trailing space or a quote in it is visible: ``["rm", "-rf", "a b"]`` is not
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from .._escape import escape_line
+from ._args import ArgsError
+from ._command_args import parse_run_command_args
 
 
 def command_block_rows(
@@ -29,4 +32,24 @@ def command_block_rows(
     for path, write in mounts:
         rows.append(("mount", f"{escape_line(path)} ({'rw' if write else 'ro'})"))
     rows.append(("network", "none"))
+    return rows
+
+
+def command_approval_rows(args: Mapping[str, Any], grant: str) -> list[tuple[str, str]] | None:
+    """The rows an approval of a run_command call shows, in bxctl and on the approval
+    page alike: `command_block_rows`, with the mounts named as the paths of the ask
+    grant (an approval carries no mounts: 12's `source` is null for run_command),
+    then `stdin` when given.  None when `args` is not a valid run_command call
+    (brokerd never asks for one; the caller shows the plain arguments)."""
+    try:
+        parsed = parse_run_command_args(args)
+    except ArgsError:
+        return None
+    rows = command_block_rows(parsed.argv, parsed.cwd, ())
+    network = rows.pop()
+    rows.append(("mounts", f"the paths of grant {escape_line(grant)}, "
+                           "read-write only if it says write = true"))
+    rows.append(network)
+    if parsed.stdin is not None:
+        rows.append(("stdin", escape_line(parsed.stdin)))
     return rows
