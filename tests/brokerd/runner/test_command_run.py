@@ -235,7 +235,11 @@ async def test_the_walls(box: Box, proj: Path) -> None:
 
 async def test_a_fork_bomb_is_bounded_and_removed(box: Box, proj: Path) -> None:
     got = await box.run(proj, ["sh", "-c", "f() { f | f & }; f; sleep 60"], timeout_ms=2000)
-    assert got.status == "timeout"  # the pids limit held it; the kill removed every process
+    # the pids limit held it: either the final `sleep` ran and the kill removed every
+    # process (timeout), or under load the limit was still full when the shell forked
+    # `sleep`, and the shell ended with a failure of its own
+    assert got.status == "timeout" or (
+        got.status == "ok" and got.output is not None and got.output["exit"] != 0), got
 
 
 def test_which_init_failures_are_the_programs() -> None:
