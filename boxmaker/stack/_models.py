@@ -29,9 +29,9 @@ tool call written as a fenced ```tool_call block, the form the Coder models writ
 (issue 27); llama-server derives its tool-call parser and grammar from it."""
 ACT_TEMPLATE = "qwen2.5-fenced-tool-call-act.jinja"
 """The fenced template whose tools section tells the model to act: a request a
-function does is answered with the ```tool_call block at once, not described or
-shown; a call or JSON the user asks to see, explain or repeat goes in a ```json
-block (issue 27; the default model's)."""
+function does is answered with the ```tool_call block at once, not described; a
+call the user asks to see, explain or repeat is answered in words (issue 27; the
+default model's)."""
 TEMPLATES = (ACT_TEMPLATE, FENCED_TEMPLATE, "qwen2.5-fenced-json.jinja",
              "qwen2.5-fenced-tool-call-shown.jinja", TEMPLATE_NAME)
 """Every template a model may name: the packaged ones, then the sdist's."""

@@ -118,8 +118,8 @@ def test_threads_from_the_environment_else_the_cores(monkeypatch: pytest.MonkeyP
 def test_the_default_model_runs_the_template_that_says_act() -> None:
     text = (PACKAGED_TEMPLATES / DEFAULT_MODEL.template).read_text(encoding="utf-8")
     assert DEFAULT_MODEL.template == "qwen2.5-fenced-tool-call-act.jinja"
-    assert "do it now" in text and "do not show it as JSON" in text
-    assert "see, explain or repeat a call or some JSON, do not run it" in text
+    assert "call it at once" in text and "Do not describe the call" in text
+    assert "When the user asks to see, explain or repeat a call, answer in words" in text
 
 
 def test_free_port_is_bindable() -> None:
