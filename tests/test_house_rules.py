@@ -582,6 +582,7 @@ ALLOWED_CODES: dict[tuple[str, str], str] = {
     ("boxmaker/approvals/_admin_client.py", "bad_frame"):
         "a framed client's failed step (`_framed_client.FailedAt`), not a wire code",
     ("boxmaker/bxctl/_admin_client.py", "bad_frame"): "as approvals/_admin_client.py",
+    ("boxmaker/bxctl/_loop_client.py", "bad_frame"): "as approvals/_admin_client.py",
     ("boxmaker/policy/_suggest.py", "refused"):
         "an `approval` record's verdict (04-audit), not a denial code",
     ("boxmaker/proto/mcp/_drift.py", "changed"): "a tool list's drift (`changed` tools), not "

@@ -1,4 +1,4 @@
-"""bxctl's loop.sock client (boxmaker/bxctl/_loop_client.py) against a real Unix
+"""bxctl's trio loop.sock client (boxmaker/bxctl/_loop_trio_client.py) against a real Unix
 socket served by trio: the uid is checked before anything is sent, frames that
 do not decode are reported and reading goes on, a broken stream ends it."""
 
@@ -13,7 +13,8 @@ import trio
 
 from boxmaker._sockets._streams import receive_frame, send_frame
 from boxmaker.bxctl._admin_client import DaemonUnreachable
-from boxmaker.bxctl._loop_client import Undecodable, open_request
+from boxmaker.bxctl._loop_client import Undecodable
+from boxmaker.bxctl._loop_trio_client import open_request
 from boxmaker.proto._framing import FrameDecoder, encode_frame
 from boxmaker.proto.wire._wire_loop import (
     SayRequest,
