@@ -29,7 +29,7 @@ from ..proto._errors import DecodeError
 from ..proto._framing import MAX_FRAME, FrameDecoder, encode_frame
 from ._unix import peer_credentials, served_by
 
-FailedAt = Literal["connect", "wrong_server", "send", "bad_frame", "timeout", "receive",
+FailedAt = Literal["connect", "wrong_server", "send", "undecodable", "timeout", "receive",
                    "closed"]
 _RECEIVE_CHUNK = 65536
 
@@ -72,7 +72,7 @@ class FramedLink:
 
         `deadline` (a `time.monotonic()` time) bounds the wait; None waits as long as
         the server takes (a turn waiting for the owner; Ctrl-C still interrupts).
-        ExchangeFailed (sent): "bad_frame" for a header out of the framing's range,
+        ExchangeFailed (sent): "undecodable" for a header out of the framing's range,
         refused before its body is read; "timeout" at the deadline; "receive" for an
         OSError; "closed" when the server closed inside a frame.
         """
@@ -81,7 +81,7 @@ class FramedLink:
             try:
                 body = decoder.next_frame()
             except DecodeError as exc:
-                raise ExchangeFailed("bad_frame", sent=True, error=exc) from None
+                raise ExchangeFailed("undecodable", sent=True, error=exc) from None
             if body is not None:
                 return body
             if deadline is None:
@@ -104,7 +104,7 @@ class FramedLink:
             try:
                 decoder.feed(data)
             except DecodeError as exc:
-                raise ExchangeFailed("bad_frame", sent=True, error=exc) from None
+                raise ExchangeFailed("undecodable", sent=True, error=exc) from None
 
 
 def open_link(path: Path, request: bytes, *, server_uid: int, connect_timeout: float,

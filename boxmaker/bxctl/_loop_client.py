@@ -112,7 +112,7 @@ class LoopLink:
 
 
 def _why(failed: ExchangeFailed) -> str:
-    if failed.step == "bad_frame":
+    if failed.step == "undecodable":
         return f"sent a frame that does not decode ({failed.error})"
     if failed.step == "timeout":
         return "did not answer in time"

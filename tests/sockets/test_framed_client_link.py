@@ -143,7 +143,7 @@ def test_a_header_over_the_limit_is_refused_before_its_body(peer: Callable[..., 
                    max_frame=limit) as link, \
             pytest.raises(ExchangeFailed) as failed:
             link.receive(time.monotonic() + 30)
-    assert failed.value.step == "bad_frame" and failed.value.sent
+    assert failed.value.step == "undecodable" and failed.value.sent
     assert f"exceeds the limit of {limit} bytes" in str(failed.value.error)
 
 
@@ -159,7 +159,7 @@ def test_a_zero_length_header_is_refused(peer: Callable[..., Peer]) -> None:
     with open_link(server.path, REQUEST, server_uid=UID, connect_timeout=10) as link, \
             pytest.raises(ExchangeFailed) as failed:
             link.receive(time.monotonic() + 30)
-    assert failed.value.step == "bad_frame"
+    assert failed.value.step == "undecodable"
 
 
 def test_a_close_inside_a_frame_is_not_a_clean_end(peer: Callable[..., Peer]) -> None:
