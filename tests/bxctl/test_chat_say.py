@@ -6,6 +6,7 @@ the exit codes (0 done, 1 failed, 3 unreachable), and the failures said on stder
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import struct
 import subprocess
@@ -233,3 +234,41 @@ def test_no_loopd_is_exit_3_and_nothing_sent(home: Path) -> None:
     assert result.stderr == (
         f"bxctl: cannot reach loopd at {str(home / 'loop.sock')!r} (no such socket; is "
         "loopd running?); nothing was sent. See docs/runbook.md#daemon-unreachable\n")
+
+
+def test_ctrl_c_closes_the_connection_and_aborts(home: Path) -> None:
+    """Closing the connection is what makes loopd cancel the turn (the trio --say
+    ended here with an exception group's traceback)."""
+    closed = threading.Event()
+
+    def open_turn(request: dict[str, Any]) -> Iterator[bytes]:
+        yield json.dumps({"id": request["id"], "event": {"text": {"delta": "hello"}}}).encode()
+
+    class Watching(Fake):
+        def _serve(self) -> None:
+            conn, _ = self.listener.accept()
+            with conn:
+                (size,) = struct.unpack(">I", _exactly(conn, 4))
+                request = json.loads(_exactly(conn, size))
+                for body in self.answer(request):
+                    conn.sendall(frame(body))
+                while conn.recv(4096):
+                    pass
+                closed.set()
+
+    loopd = Watching(home / "loop.sock", open_turn)
+    chat = subprocess.Popen([str(BXCTL), "--config", str(home / "bxctl.toml"), "chat",
+                             "--say", "hi"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={"COLUMNS": "300", "PATH": "/usr/bin:/bin"})
+    try:
+        assert chat.stdout is not None
+        assert chat.stdout.read(len("\u2502 h".encode())) == "\u2502 h".encode()
+        chat.send_signal(signal.SIGINT)
+        _, err = chat.communicate(timeout=30)
+    finally:
+        chat.kill()
+        chat.wait()
+        loopd.close()
+    assert chat.returncode == 1
+    assert err.decode() == "\nAborted!\n"
+    assert closed.wait(10)
