@@ -30,6 +30,7 @@ from ._ledger import Ledger
 from ._passkeys import PasskeyRegistry
 from ._policy_link import PolicyLink
 from ._state import list_sessions, read_state, sync_state_files
+from ._tool_sources import ToolSources
 from .log._audit_link import AuditStartup
 from .log._checkpoints_link import open_checkpoints
 from .runner._commands_runtime import CommandsRuntime
@@ -58,6 +59,8 @@ class Prepared:
 
     daemon: Daemon
     grants: GrantState
+    sources_events: list[Any] = attrs.field(factory=list)
+    """The first `sources` record, written after `start`."""
 
 
 def podman_settings(config: BrokerdConfig) -> PodmanSettings:
@@ -235,10 +238,13 @@ async def prepare_daemon(config: BrokerdConfig, startup: AuditStartup, *,
                    f"trusted: enrol again (bxctl passkey add). See {condition('passkey_required')}")
         log.warning("%s", dropped)
         warnings.append(dropped)
+    sources = ToolSources(config.sources, startup.pins, config.audit,
+                          runner_output_max=config.runner.output_max_bytes)
+    _, sources_events = await trio.to_thread.run_sync(sources.refresh)
     run_queue = RunQueue(max_concurrent=config.max_concurrent, max_queued=config.max_queued,
                          timeout_s=config.queue_timeout_ms / 1000)
     daemon = Daemon(config=config, ledger=ledger, watcher=watcher, runtimes=runtimes,
                     link=link, version=__version__,
                     warnings=warnings, passkeys=passkeys, checkpoints=checkpoints,
-                    run_queue=run_queue)
-    return Prepared(daemon=daemon, grants=grants)
+                    run_queue=run_queue, sources=sources)
+    return Prepared(daemon=daemon, grants=grants, sources_events=sources_events)

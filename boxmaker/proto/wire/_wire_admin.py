@@ -157,6 +157,18 @@ class GrantsStatus:
     digest: str = attrs.field(validator=check_hex64)
 
 
+@attrs.frozen(kw_only=True)
+class SourcesStatus:
+    """The MCP tool sources (12-tool-sources): the set's validity and digest, and how
+    many declared servers are pinned and unpinned."""
+
+    ok: bool
+    count: U64
+    digest: str = attrs.field(validator=check_hex64)
+    pinned: U64
+    unpinned: U64
+
+
 RunnerKind = Literal["podman", "refusing", "echo"]
 
 
@@ -200,6 +212,7 @@ class Status:
     runner: RunnerStatus
     warnings: list[str]
     checkpoints: CheckpointsStatus
+    sources: SourcesStatus
 
 
 GrantRule = Literal[

@@ -1,0 +1,146 @@
+"""brokerd's MCP tool sources while it serves (12-tool-sources): the source set,
+each server's pin state, and what `status` and the `sources` record say of them.
+
+`ToolSources.refresh()` is called on every decision, as the grant set's
+watcher is: a cheap fingerprint of the sources directory (names, sizes,
+mtimes, ctimes, inodes); only a change re-reads and re-parses it, and then the
+server states are computed again from the pin ledger and the pin files.  A
+change of the set's validity or digest gives one `sources` record.  A pin
+event (the owner pinned or unpinned, a drift) is fed with its record's `seq`
+(`pinned`, `unpinned`, `drifted`) and recomputes the server states.  The
+runtime of `mcp.*` calls is handed the new states each time (`on_states`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Final
+
+import attrs
+
+from ..policy._load import fingerprint
+from ..proto._convert import U64
+from ..proto.audit import SourcesChanged
+from ..proto.mcp import (
+    InvalidSourceSet,
+    PinLedger,
+    SourceProblem,
+    SourceSet,
+    SourcesReport,
+    SourceState,
+    ToolSourcesConfig,
+    sources_digest,
+)
+from ._mcp_sources import load_sources, server_states
+from .runner._mcp_runtime import McpServerState
+
+log = logging.getLogger("brokerd")
+
+_UNSET: Final = object()
+EMPTY_SOURCES_DIGEST: Final = sources_digest(())
+"""The digest of no files: a missing or empty sources directory."""
+
+
+@attrs.frozen(kw_only=True)
+class SourcesSummary:
+    """`Status.sources`: ``{"ok", "count", "digest", "pinned", "unpinned"}``."""
+
+    ok: bool
+    count: int
+    digest: str
+    pinned: int
+    unpinned: int
+
+
+def unreadable_sources(message: str) -> InvalidSourceSet:
+    return InvalidSourceSet(report=SourcesReport(
+        ok=False, count=0, digest=EMPTY_SOURCES_DIGEST,
+        problems=(SourceProblem(file=".", index=None, server=None, rule="S1",
+                                message=message),)))
+
+
+def sources_event(state: SourceState) -> SourcesChanged:
+    report = state.report
+    return SourcesChanged(ok=report.ok, count=U64(report.count), digest=report.digest,
+                          problem_count=U64(len(report.problems)))
+
+
+class ToolSources:
+    """The source set and the server states, re-read when the directory changes."""
+
+    def __init__(self, directory: Path, pins: PinLedger, audit_dir: Path, *,
+                 runner_output_max: int,
+                 on_states: Callable[[Mapping[str, McpServerState]], None] | None = None
+                 ) -> None:
+        self.directory = directory
+        self.pins = pins
+        self.audit_dir = audit_dir
+        self.runner_output_max = runner_output_max
+        self.on_states = on_states
+        self._fingerprint: object = _UNSET
+        self.state: SourceState = SourceSet(servers={}, digest=EMPTY_SOURCES_DIGEST)
+        self.servers: dict[str, McpServerState] = {}
+
+    def _load(self) -> SourceState:
+        config = ToolSourcesConfig(dir=str(self.directory))
+        try:
+            return load_sources(self.directory, config, runner_output_max=self.runner_output_max)
+        except OSError as exc:
+            return unreadable_sources(f"the sources directory cannot be read "
+                                      f"({exc.strerror or exc})")
+
+    def refresh(self) -> tuple[SourceState, list[SourcesChanged]]:
+        """The current source set, plus a `sources` record when it changed (and on the
+        first call, when the directory exists)."""
+        before = self._fingerprint
+        current = fingerprint(self.directory)
+        if before is not _UNSET and current == before:
+            return self.state, []
+        old = self.state
+        new = SourceSet(servers={}, digest=EMPTY_SOURCES_DIGEST) if current is None \
+            else self._load()
+        self._fingerprint = current
+        self.state = new
+        self.recompute()
+        # A home without a sources directory keeps its log as it was before tool
+        # sources existed: no `sources` record at start (docs/decisions.md).
+        changed = current is not None if before is _UNSET else (
+            old.report.ok != new.report.ok or old.report.digest != new.report.digest
+            or (before is None) != (current is None))
+        if not changed:
+            return new, []
+        if new.report.ok:
+            log.info("sources: %d MCP servers, digest %s", new.report.count, new.report.digest)
+        else:
+            log.warning("sources: %d problems; every mcp.* call is denied "
+                        "(bxctl mcp check lists them)", len(new.report.problems))
+        return new, [sources_event(new)]
+
+    def recompute(self) -> None:
+        """The server states again, from the ledger and the pin files (after a pin
+        event, or a new source set)."""
+        state = self.state
+        self.servers = server_states(state, self.pins, self.audit_dir) \
+            if isinstance(state, SourceSet) else {}
+        if self.on_states is not None:
+            self.on_states(self.servers)
+
+    def pinned(self, server: str, digest: str, seq: int) -> None:
+        self.pins.pinned(server, digest, seq)
+        self.recompute()
+
+    def unpinned(self, server: str, seq: int) -> None:
+        self.pins.unpinned(server, seq)
+        self.recompute()
+
+    def drifted(self, server: str, seq: int) -> None:
+        self.pins.drifted(server, seq)
+        self.recompute()
+
+    def summary(self) -> SourcesSummary:
+        report = self.state.report
+        pinned = sum(1 for s in self.servers.values() if s.pin is not None)
+        return SourcesSummary(ok=report.ok, count=report.count, digest=report.digest,
+                              pinned=pinned, unpinned=len(self.servers) - pinned)
