@@ -39,11 +39,19 @@ from .._sockets._unix_accept import leave_connection_places
 from ..policy._decision import Decision
 from ..policy._model import GrantState
 from ..proto._json import dumps_bytes
-from ..proto.wire import BrokerAnswer, BrokerRequest, Pending, answer_of, encode_broker_answer
+from ..proto.wire import (
+    BrokerAnswer,
+    BrokerRequest,
+    Pending,
+    ToolsQuery,
+    answer_of,
+    encode_broker_answer,
+)
 from ._approvals import PendingApproval
 from ._call_events import Reply, Run, Started, bounded_request
 from ._context import Daemon
 from ._lifecycle import CallLifecycle
+from ._tools_query import tools_of
 from .log._audit_writer import AuditUnavailable
 from .runner._queue import RunnerBusy, RunQueue
 from .runner._spec import RunStatus
@@ -78,7 +86,12 @@ async def _handle(stream: trio.abc.Stream, peer: PeerCred, daemon: Daemon,
                   request: BrokerRequest) -> None:
     call = request.call
     rid = request.id
+    if isinstance(call, ToolsQuery):
+        await send_answer(stream, rid, await tools_of(daemon))
+        return
     grants, leading = daemon.refresh_grants()
+    if daemon.sources is not None:  # re-read like the grant set (12 "Configuration")
+        leading = [*leading, *daemon.sources.refresh()[1]]
     request_of, too_long = bounded_request(
         call.session, call.tool, call.args, peer_uid=peer.uid, peer_pid=peer.pid,
         max_args_bytes=daemon.config.max_args_bytes)

@@ -16,22 +16,26 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import attrs
 
 from ..policy._load import fingerprint
 from ..proto._convert import U64
-from ..proto.audit import SourcesChanged
+from ..proto.audit import McpPinRecord, PasskeyUse, PinSourceRecord, SourcesChanged
 from ..proto.mcp import (
     InvalidSourceSet,
+    Pin,
     PinLedger,
     SourceProblem,
     SourceSet,
     SourcesReport,
     SourceState,
     ToolSourcesConfig,
+    ToolVerdict,
     sources_digest,
+    tool_verdicts,
+    tools_answer,
 )
 from ._mcp_sources import load_sources, server_states
 from .runner._mcp_runtime import McpServerState
@@ -82,6 +86,10 @@ class ToolSources:
         self._fingerprint: object = _UNSET
         self.state: SourceState = SourceSet(servers={}, digest=EMPTY_SOURCES_DIGEST)
         self.servers: dict[str, McpServerState] = {}
+        self.verdicts: dict[str, dict[str, ToolVerdict]] = {}
+        """Each pinned server's tools by MCP name: offered (with its grammar and the
+        model's view), or disabled and why (12 "Pin-dependent checks")."""
+        self._tools: tuple[dict[str, Any], list[str]] | None = None
 
     def _load(self) -> SourceState:
         config = ToolSourcesConfig(dir=str(self.directory))
@@ -124,8 +132,25 @@ class ToolSources:
         state = self.state
         self.servers = server_states(state, self.pins, self.audit_dir) \
             if isinstance(state, SourceSet) else {}
+        self.verdicts = {server: tool_verdicts(one.decl, one.pin)
+                         for server, one in self.servers.items() if one.pin is not None}
+        self._tools = None
         if self.on_states is not None:
             self.on_states(self.servers)
+
+    def tools(self) -> tuple[dict[str, Any], list[str]]:
+        """broker.sock's `tools` answer (``{"digest", "items"}``), and the servers left
+        out whole because their tools would not fit one frame."""
+        if self._tools is None:
+            self._tools = tools_answer(self.verdicts)
+        return self._tools
+
+    def offered(self, server: str, local: str) -> ToolVerdict | None:
+        """The offered tool `mcp.<server>.<local>` of a pinned server, or None."""
+        for verdict in self.verdicts.get(server, {}).values():
+            if verdict.status == "offered" and verdict.local == local:
+                return verdict
+        return None
 
     def pinned(self, server: str, digest: str, seq: int) -> None:
         self.pins.pinned(server, digest, seq)
@@ -144,3 +169,24 @@ class ToolSources:
         pinned = sum(1 for s in self.servers.values() if s.pin is not None)
         return SourcesSummary(ok=report.ok, count=report.count, digest=report.digest,
                               pinned=pinned, unpinned=len(self.servers) - pinned)
+
+
+def pin_record(pin: Pin, *, prev: str | None, by: int, passkey: PasskeyUse | None = None,
+               reason: str | None = None) -> McpPinRecord:
+    """The `mcp_pin pinned` record of a pin whose file is durable."""
+    source = pin.source
+    return McpPinRecord(
+        server=pin.server, action="pinned", digest=pin.digest, prev=prev,
+        tools=U64(len(pin.tools)), protocol=pin.protocol,
+        source=PinSourceRecord(transport=source.transport, lifecycle=source.lifecycle,
+                               image=source.image, command_sha256=source.command_sha256,
+                               env_sha256=source.env_sha256, hosts=list(source.hosts),
+                               private_network=source.private_network,
+                               pin_ignore=list(source.pin_ignore)),
+        by=U64(by), passkey=passkey, reason=reason)
+
+
+def unpin_record(server: str, *, prev: str | None, by: int, reason: str | None
+                 ) -> McpPinRecord:
+    return McpPinRecord(server=server, action="unpinned", digest=None, prev=prev, tools=None,
+                        protocol=None, source=None, by=U64(by), passkey=None, reason=reason)

@@ -8,7 +8,13 @@ from pathlib import Path
 
 from boxmaker.brokerd._mcp_sources import write_pin
 from boxmaker.brokerd._tool_sources import EMPTY_SOURCES_DIGEST, ToolSources
-from boxmaker.proto.mcp import PinLedger, SourceSet, make_pin, pin_source, pin_tools
+from boxmaker.proto.mcp import (
+    PinLedger,
+    SourceSet,
+    make_pin,
+    pin_source,
+    pin_tools,
+)
 from tests.fakes.brokerd import Home, admin, start
 
 IMAGE = "sha256:" + "5b1c" * 16
@@ -109,3 +115,4 @@ def test_tool_sources_follow_the_directory_and_the_pins(tmp_path: Path) -> None:
     (directory / "time.toml").write_text(SOURCE.replace('id = "time"', 'id = "Time"'))
     state, events = sources.refresh()
     assert not state.report.ok and events[0].problem_count == 1 and sources.servers == {}
+

@@ -126,8 +126,8 @@ DECODE: dict[tuple[str, str], Callable[[bytes], object]] = {
 }
 # JSON objects whose keys are free (any JSON object): tool arguments and outputs
 # (and, for passkeys, the browser's credential and creation options: the webauthn
-# package checks them)
-FREE_FORM_KEYS = frozenset({"args", "output", "credential", "creation"})
+# package checks them; for tool-source tools, the pinned schema the model sees)
+FREE_FORM_KEYS = frozenset({"args", "output", "credential", "creation", "parameters"})
 # Fields a request may leave out (newer than the format; written only when not null)
 OPTIONAL_FIELDS = frozenset({(("approve",), "assertion"), (("declassify",), "assertion"),
                              (("event", "tool_result"), "exit")})
