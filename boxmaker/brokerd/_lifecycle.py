@@ -206,8 +206,13 @@ class CallLifecycle:
             args=JsonObject({} if request.omitted is not None else request.args),
             peer=Peer(uid=U64(request.peer_uid), pid=U64(request.peer_pid)),
             omitted=request.omitted)
-        decision = DecisionRecord(call=U64(self.call_id), outcome=outcome, grant=verdict.grant,
-                                  state=event.taint, grants_digest=event.grants_digest)
+        effective = verdict.effective_args
+        decision = DecisionRecord(
+            call=U64(self.call_id), outcome=outcome, grant=verdict.grant, state=event.taint,
+            grants_digest=event.grants_digest,
+            effective_args=None if effective is None or effective == request.args
+            or request.omitted is not None else JsonObject(effective),
+            pin=verdict.pin)
         return Step(records=(call, decision), effects=effects, reply=reply)
 
     def _answered(self, verdict: Literal["approved", "refused", "expired", "requester_gone"],

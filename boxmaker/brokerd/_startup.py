@@ -241,6 +241,7 @@ async def prepare_daemon(config: BrokerdConfig, startup: AuditStartup, *,
     sources = ToolSources(config.sources, startup.pins, config.audit,
                           runner_output_max=config.runner.output_max_bytes)
     _, sources_events = await trio.to_thread.run_sync(sources.refresh)
+    link.registry = sources.registry
     run_queue = RunQueue(max_concurrent=config.max_concurrent, max_queued=config.max_queued,
                          timeout_s=config.queue_timeout_ms / 1000)
     daemon = Daemon(config=config, ledger=ledger, watcher=watcher, runtimes=runtimes,

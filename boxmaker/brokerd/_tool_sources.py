@@ -21,6 +21,7 @@ from typing import Any, Final
 import attrs
 
 from ..policy._load import fingerprint
+from ..policy._mcp_verdict import McpRegistry, RegisteredServer
 from ..proto._convert import U64
 from ..proto.audit import McpPinRecord, PasskeyUse, PinSourceRecord, SourcesChanged
 from ..proto.mcp import (
@@ -90,6 +91,7 @@ class ToolSources:
         """Each pinned server's tools by MCP name: offered (with its grammar and the
         model's view), or disabled and why (12 "Pin-dependent checks")."""
         self._tools: tuple[dict[str, Any], list[str]] | None = None
+        self._registry: McpRegistry | None = None
 
     def _load(self) -> SourceState:
         config = ToolSourcesConfig(dir=str(self.directory))
@@ -135,8 +137,20 @@ class ToolSources:
         self.verdicts = {server: tool_verdicts(one.decl, one.pin)
                          for server, one in self.servers.items() if one.pin is not None}
         self._tools = None
+        self._registry = None
         if self.on_states is not None:
             self.on_states(self.servers)
+
+    def registry(self) -> McpRegistry:
+        """The tool registry `decide` takes for `mcp.*` calls (12 "Deciding")."""
+        if self._registry is None:
+            report = self.state.report
+            self._registry = McpRegistry(valid=report.ok, digest=report.digest, servers={
+                server: RegisteredServer(
+                    decl=one.decl, pin=one.pin.digest if one.pin is not None else None,
+                    unpinned=one.unpinned, verdicts=self.verdicts.get(server, {}))
+                for server, one in self.servers.items()})
+        return self._registry
 
     def tools(self) -> tuple[dict[str, Any], list[str]]:
         """broker.sock's `tools` answer (``{"digest", "items"}``), and the servers left

@@ -216,7 +216,7 @@ class Status:
 
 
 GrantRule = Literal[
-    "G1", "G2", "G3", "G4", "G5", "G6", "G7", "G8", "G9",
+    "G1", "G2", "G3", "G4", "G5", "G6", "G7", "G8", "G9", "G10",
     "G17", "G18", "G19", "G20", "G21", "G22",
 ]
 """G17..G22: run_command's (12-tool-sources)."""
