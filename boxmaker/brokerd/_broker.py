@@ -51,7 +51,7 @@ from ._approvals import PendingApproval
 from ._call_events import Reply, Run, Started, bounded_request
 from ._context import Daemon
 from ._lifecycle import CallLifecycle
-from ._tools_query import tools_of
+from ._tools_query import record_mcp_events, tools_of
 from .log._audit_writer import AuditUnavailable
 from .runner._queue import RunnerBusy, RunQueue
 from .runner._spec import RunStatus
@@ -216,10 +216,12 @@ async def _run_and_settle(stream: trio.abc.Stream, rid: int, daemon: Daemon,
         output: dict[str, Any] | None
         message: str | None
         runbook: str | None = None
+        source: dict[str, Any] | None = None
+        mcp_status: str | None = None
         try:
             outcome = await daemon.runtimes.run(spec)
             status, output, message = outcome.status, outcome.output, outcome.message
-            runbook = outcome.runbook
+            runbook, source, mcp_status = outcome.runbook, outcome.source, outcome.mcp_status
         except Exception as exc:  # a bug in a runtime: the tool may have run
             log.exception("call %d: the runtime failed", call.call_id)
             status = "tool_failed"
@@ -235,7 +237,9 @@ async def _run_and_settle(stream: trio.abc.Stream, rid: int, daemon: Daemon,
             output = {"error": {"code": "output_too_large",
                                 "message": "the tool's output is larger than "
                                            "[runner] output_max_bytes"}}
-        reply = await daemon.ledger.settle(call, status, output, message, runbook=runbook)
+        reply = await daemon.ledger.settle(call, status, output, message, runbook=runbook,
+                                           source=source, mcp_status=mcp_status)
+        await record_mcp_events(daemon)
         await send_answer(stream, rid, _final(call, reply))
 
 
