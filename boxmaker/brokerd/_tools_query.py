@@ -48,12 +48,7 @@ EMPTY_ITEMS_DIGEST = "4f53cda18c2baa0c0354bb5f9a3ecbe5ed12ab4d8e11ba873c2f111612
 def _record_of(event: McpEvent) -> McpServerRecord:
     run = event.run
     drift = run.drift if run is not None else None
-    names = None
-    if drift is not None:
-        names = DriftNames(pinned=drift.pinned,
-                           added=sorted(n[:128] for n in drift.added)[:32],
-                           removed=sorted(n[:128] for n in drift.removed)[:32],
-                           changed=sorted(n[:128] for n in drift.changed)[:32])
+    names = None if drift is None else DriftNames(**drift.record())
     return McpServerRecord(
         server=event.server, call=U64(event.call), probe_id=None, container=event.container,
         event=event.event, protocol=run.protocol if run is not None else None,
