@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import click
-import trio
 
 from .._audit_tree_scan import TreeFacts, verify_with_tree
 from .._checkpoint_files import read_all
 from .._error_table import shown
 from .._errors import UnavailableError
-from .._http._http11 import HttpError, Url, request
 from .._state_files import NotRegularFile, read_regular
 from ..proto._escape import escape_line
 from ..proto.audit import ChainReport, OnRecord
@@ -38,6 +36,9 @@ from ..proto.tlog import (
     sizes_needed,
 )
 from ..proto.tlog import parse_verifier_key as parse_vkey
+
+if TYPE_CHECKING:
+    from .._http._http11 import Url
 
 PUB_NAME = "checkpoint.pub"
 
@@ -86,6 +87,10 @@ def find_log_key(home: Path, directory: Path | None) -> tuple[VerifierKey | None
 
 
 def _fetch(url: Url, origin: str) -> bytes | None:
+    import trio  # only to ask a witness: `bxctl audit verify` starts without them
+
+    from .._http._http11 import HttpError, request
+
     async def get() -> bytes | None:
         answer = await request(url, "GET", "/latest/" + quote(origin, safe=""))
         if answer.status == 404:
@@ -112,6 +117,8 @@ def gather(audit_dir: Path, origin: str, witness_url: str | None) -> list[Candid
         except NoteError:
             continue
     if witness_url is not None:
+        from .._http._http11 import Url
+
         try:
             url = Url.parse(witness_url)
         except ValueError as exc:
