@@ -14,11 +14,11 @@ chunk's size line, the parser between events), cuts the bytes up to the
 last ``\\n\\n\\r\\n`` at that separator once: each piece must be ``HEX\\r\\ndata:
 VALUE``.  A piece's length fixes its chunk's size (size + digits = length,
 one size per length) and so the one canonical size line it must start with,
-looked up in a table and checked with `startswith`; counting ``\\n`` (4 a
-piece) and ``\\r`` (2 a piece) over the same bytes proves no VALUE holds a
-line end.  Then each piece is one whole chunk whose data is one ``data:``
-line and a blank line, which is what the two stages would find, and the
-values are the pieces without their prefixes.  Any piece that does not fit,
+looked up in a table; `removeprefix` takes it off (a piece without it comes
+back as itself), and the values joined must hold no ``\\r`` or ``\\n``.
+Then each piece is one whole chunk whose data is one ``data:`` line and a
+blank line, which is what the two stages would find, and the values are the
+pieces without their prefixes.  Any piece that does not fit,
 and whatever follows the last separator, goes the general path, with its
 limits.  The stages' state is theirs: after a general step, the rest of an
 open chunk is finished by the general path so that the next chunk may take
@@ -27,9 +27,9 @@ the fast path again.  Pure: no I/O.
 
 from __future__ import annotations
 
-from itertools import chain, repeat
-from operator import getitem, itemgetter
-from typing import Final, TypeAlias, cast
+from itertools import repeat
+from operator import is_not, itemgetter
+from typing import Final, TypeAlias
 
 from ._chunked import ChunkedDecoder
 from ._sse import SSEEvent, SSEParser
@@ -44,13 +44,11 @@ _MAX_HELD_SIZE_LINE: Final = 32
 
 
 
-def _tables() -> tuple[list[bytes], list[str], list[slice]]:
-    """For each piece length, the size line and ``data: `` it starts with, and the
-    slice that leaves its value.  A length no chunk size gives has a prefix longer
-    than any piece, which nothing starts with."""
+def _tables() -> tuple[list[bytes], list[str]]:
+    """For each piece length, the size line and ``data: `` it starts with.  A length
+    no chunk size gives has a prefix longer than any piece, which nothing starts with."""
     never = b"\xff" * (_MAX_PIECE + 1)
     prefixes = [never] * (_MAX_PIECE + 1)
-    values = [slice(0, 0)] * (_MAX_PIECE + 1)
     size = 8  # the smallest chunk: "data: " and "\n\n"
     while True:
         line = b"%x\r\ndata: " % size
@@ -58,12 +56,11 @@ def _tables() -> tuple[list[bytes], list[str], list[slice]]:
         if length > _MAX_PIECE:
             break
         prefixes[length] = line
-        values[length] = slice(len(line), None)
         size += 1
-    return prefixes, [p.decode("latin-1") for p in prefixes], values
+    return prefixes, [p.decode("latin-1") for p in prefixes]
 
 
-_PREFIXES, _TEXT_PREFIXES, _VALUES = _tables()
+_PREFIXES, _TEXT_PREFIXES = _tables()
 
 
 class ChunkedEvents:
@@ -149,20 +146,16 @@ class ChunkedEvents:
         rest = len(pieces.pop())
         if not pieces:
             return 0
-        prefixes: tuple[str, ...]
-        cuts: tuple[slice, ...]
         try:
-            at = itemgetter(*map(len, pieces))  # one C call per table, not one per piece
-            prefixes, cuts = at(_TEXT_PREFIXES), at(_VALUES)
+            prefixes = itemgetter(*map(len, pieces))(_TEXT_PREFIXES)  # one C call, not one a piece
         except IndexError:  # a piece longer than _MAX_PIECE
             return 0
         if len(pieces) == 1:
-            prefixes, cuts = (prefixes,), (cuts,)  # type: ignore[assignment]
-        values = cast("list[str]", list(map(getitem, pieces, cuts)))
-        # each piece is its size line's prefix and its value: the bytes again,
-        # from the parts, equal those read (a character is a byte: ASCII)
-        if not text.startswith("".join(chain.from_iterable(
-                zip(prefixes, values, repeat("\n\n\r\n"))))):
+            prefixes = (prefixes,)
+        # each piece without the size line and "data: " it must start with: a piece
+        # that does not start with it comes back as itself (the same object)
+        values = list(map(str.removeprefix, pieces, prefixes))
+        if not all(map(is_not, values, pieces)):
             return 0
         return self._took(values, len(raw) - rest, out)
 
@@ -172,18 +165,14 @@ class ChunkedEvents:
         rest = len(pieces.pop())
         if not pieces:
             return 0
-        prefixes: tuple[bytes, ...]
-        cuts: tuple[slice, ...]
         try:
-            at = itemgetter(*map(len, pieces))
-            prefixes, cuts = at(_PREFIXES), at(_VALUES)
+            prefixes = itemgetter(*map(len, pieces))(_PREFIXES)
         except IndexError:
             return 0
         if len(pieces) == 1:
-            prefixes, cuts = (prefixes,), (cuts,)  # type: ignore[assignment]
-        parts = cast("list[bytes]", list(map(getitem, pieces, cuts)))
-        if not raw.startswith(b"".join(chain.from_iterable(
-                zip(prefixes, parts, repeat(_SEPARATOR))))):
+            prefixes = (prefixes,)
+        parts = list(map(bytes.removeprefix, pieces, prefixes))
+        if not all(map(is_not, parts, pieces)):
             return 0
         values = list(map(bytes.decode, parts, repeat("utf-8"), repeat("replace")))
         return self._took(values, len(raw) - rest, out)
