@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
 import click
@@ -23,6 +23,7 @@ from .._error_table import shown
 from .._errors import UnavailableError
 from .._state_files import NotRegularFile, read_regular
 from ..proto._escape import escape_line
+from ..proto._grammar import GrammarError, Url, parse_endpoint_url
 from ..proto.audit import ChainReport, OnRecord
 from ..proto.tlog import (
     TYPE_COSIGNATURE_V1,
@@ -36,9 +37,6 @@ from ..proto.tlog import (
     sizes_needed,
 )
 from ..proto.tlog import parse_verifier_key as parse_vkey
-
-if TYPE_CHECKING:
-    from .._http._http11 import Url
 
 PUB_NAME = "checkpoint.pub"
 
@@ -103,8 +101,8 @@ def _fetch(url: Url, origin: str) -> bytes | None:
         return trio.run(get)
     except (HttpError, trio.TooSlowError) as exc:
         raise WitnessUnreachable(
-            f"the witness at {escape_line(str(url.host))}:{url.port} could not be asked for "
-            f"its latest checkpoint ({escape_line(str(exc) or 'no answer in time')}); nothing "
+            f"the witness at {escape_line(str(url.host))}:{url.effective_port} could not be asked "
+            f"for its latest checkpoint ({escape_line(str(exc) or 'no answer in time')}); nothing "
             "was checked") from exc
 
 
@@ -117,11 +115,9 @@ def gather(audit_dir: Path, origin: str, witness_url: str | None) -> list[Candid
         except NoteError:
             continue
     if witness_url is not None:
-        from .._http._http11 import Url
-
         try:
-            url = Url.parse(witness_url)
-        except ValueError as exc:
+            url = parse_endpoint_url(witness_url)
+        except GrammarError as exc:
             raise click.BadParameter(str(exc), param_hint="--witness") from exc
         fetched = _fetch(url, origin)
         if fetched is not None:
