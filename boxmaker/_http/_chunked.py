@@ -22,6 +22,10 @@ from ..proto._errors import DecodeError
 
 _CHUNK_HEADER: Final = re.compile(rb"([0-9A-Fa-f]{1,20})(?:;[^\n]*)?[ \t]*")
 _HEX: Final = b"0123456789abcdefABCDEF"
+_TRAILER_FIELD: Final = re.compile(
+    rb"[-!#$%&'*+.^_`|~0-9a-zA-Z]+:[ \t]*(?:[^\x00\s]+(?:[ \t]+[^\x00\s]+)*)?[ \t]*")
+"""A trailer field as h11 reads a header field (its `_abnf.header_field`): a token
+name, a colon, the value of visible bytes with inner spaces or tabs."""
 _hex: Final = b"%x".__mod__
 _TABLE_SIZES: Final = 2048
 _size_of: dict[bytes, int] = {}
@@ -47,13 +51,14 @@ class ChunkedError(DecodeError):
 class ChunkedDecoder:
     """`feed` raw body bytes; get back the payload they completed (maybe b"")."""
 
-    __slots__ = ("_buffer", "_left", "_state", "_trailer_bytes")
+    __slots__ = ("_buffer", "_field", "_left", "_state", "_trailer_bytes")
 
     def __init__(self) -> None:
         self._buffer = b""
         self._state = _SIZE
         self._left = 0  # payload bytes still to come in the current chunk
         self._trailer_bytes = 0
+        self._field: bytes | None = None  # the trailer field read so far (with its folds)
 
     @property
     def done(self) -> bool:
@@ -82,6 +87,11 @@ class ChunkedDecoder:
         if state == _DATA_END:
             return 2 - len(self._buffer)
         return None
+
+    def _end_field(self) -> None:
+        field, self._field = self._field, None
+        if field is not None and _TRAILER_FIELD.fullmatch(field) is None:
+            raise ChunkedError("a trailer line is not a header field")
 
     @staticmethod
     def _whole_chunks(buf: bytes, out: list[bytes]) -> int:
@@ -173,11 +183,18 @@ class ChunkedDecoder:
                     break
                 line_end = nl - 1 if nl > pos and buf[nl - 1] == 0x0D else nl
                 if line_end == pos:
+                    self._end_field()
                     pos = nl + 1
                     state = _DONE
                     break  # like h11: what follows the body is not read
-                if b":" not in buf[pos:line_end]:
-                    raise ChunkedError("a trailer line is not a header field")
+                line = buf[pos:line_end]
+                if line[:1] in (b" ", b"\t"):  # an obsolete fold, joined as h11 joins it
+                    if self._field is None:
+                        raise ChunkedError("a trailer starts with a continuation line")
+                    self._field += b" " + line.lstrip(b" \t")
+                else:
+                    self._end_field()
+                    self._field = line
                 self._trailer_bytes += nl + 1 - pos
                 if self._trailer_bytes > _MAX_TRAILER_BYTES:
                     raise ChunkedError("the trailer section is too long")

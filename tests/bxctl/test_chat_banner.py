@@ -12,6 +12,7 @@ from boxmaker.proto.wire._wire_admin import (
     CheckpointsStatus,
     GrantsStatus,
     RunnerStatus,
+    SourcesStatus,
     Status,
 )
 from boxmaker.proto.wire._wire_loop import BrokerLinkStatus, InferenceStatus, LoopStatus
@@ -58,6 +59,7 @@ def _status(kind: str, ok: bool, reason: str | None) -> Status:
                   grants=GrantsStatus(ok=True, count=5, digest="0" * 64), pending=0, sessions=0,
                   runner=RunnerStatus(kind=kind, ok=ok, image=None, reason=reason),  # type: ignore[arg-type]
                   checkpoints=CheckpointsStatus(size=None, signed_at=None, witnesses=[]),
+                  sources=SourcesStatus(ok=True, count=0, digest="0" * 64, pinned=0, unpinned=0),  # type: ignore[arg-type]
                   warnings=[])  # type: ignore[arg-type]
 
 
