@@ -33,11 +33,12 @@ for _name, _count in HYPOTHESIS_EXAMPLES.items():
 settings.load_profile(f"boxmaker-{HYPOTHESIS_PROFILE}")
 
 
-def examples(default: int, profile: str | None = None) -> int:
+def examples(default: int, profile: str | None = None, *, at_least: int = 10) -> int:
     """A test's own example count `default`, scaled to the chosen profile (never below
-    10, nor below `default` when that is smaller)."""
+    `at_least`, nor below `default` when that is smaller).  A test whose every example
+    starts real daemons lowers `at_least`."""
     count = HYPOTHESIS_EXAMPLES[profile or HYPOTHESIS_PROFILE]
-    return max(min(default, 10), default * count // HYPOTHESIS_EXAMPLES["default"])
+    return max(min(default, at_least), default * count // HYPOTHESIS_EXAMPLES["default"])
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"

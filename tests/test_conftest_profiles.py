@@ -32,6 +32,7 @@ def test_a_tests_own_count_scales_with_the_profile() -> None:
     assert examples(1500, "ci") < 1500 < examples(1500, "deep")
     assert examples(40, "ci") == 12
     assert examples(20, "ci") == 10 and examples(5, "ci") == 5  # never below 10 (or n)
+    assert examples(8, "ci", at_least=3) == 3 and examples(8, "deep", at_least=3) == 80
 
 
 # Each value read afresh by the conftest's own code, in one child interpreter.
