@@ -22,8 +22,6 @@ import re
 from typing import Any
 
 import attrs
-from webauthn import verify_authentication_response
-from webauthn.helpers.exceptions import WebAuthnException
 
 from ._errors import PeerError
 from ._passkey_origin import origin_problem, rp_id_problem
@@ -123,6 +121,11 @@ def recheck(logged: LoggedApproval, kept: bytes, sidecar: bytes) -> str | None:
         return "the kept assertion is not the one the approval record names (its hash differs)"
     if logged.public_key is None:
         return f"credential {logged.credential_id[:16]}... was not enrolled when it approved"
+    # webauthn is imported when an assertion is checked: `bxctl audit verify` of a log
+    # without one starts without it
+    from webauthn import verify_authentication_response
+    from webauthn.helpers.exceptions import WebAuthnException
+
     try:
         nonce, rp_id, origins = _sidecar(sidecar)
         document = strict_json(kept)

@@ -194,6 +194,9 @@ def _status_lines(status: Status) -> list[str]:
         f"runner   {runner.kind} · {'ok' if runner.ok else 'unavailable'}"
         + (f" · {escape_line(runner.image)}" if runner.image else "")
         + (f" · {escape_line(runner.reason)}" if runner.reason else ""),
+        f"sources  {'ok' if status.sources.ok else 'INVALID'} · {status.sources.count} MCP "
+        f"servers · {status.sources.pinned} pinned, {status.sources.unpinned} unpinned · "
+        f"digest {status.sources.digest[:12]}",
         f"pending  {status.pending}",
         f"sessions {status.sessions}",
     ]
