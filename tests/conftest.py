@@ -15,9 +15,30 @@ from hypothesis import HealthCheck, settings
 # guide): on a busy 2-core machine hypothesis's own `too_slow` health check and
 # per-example deadline fail property tests that pass.  Speed is measured by
 # scripts/bench/ instead.
-settings.register_profile("boxmaker", deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile("boxmaker")
+#
+# How many examples: BOXMAKER_HYPOTHESIS picks a profile.  `default` is
+# hypothesis's own count; `ci` (.ci/run) fewer, to keep CI well under its time
+# limit; `deep` ten times the default, for a long run by hand
+# (BOXMAKER_HYPOTHESIS=deep ./scripts/test tests/policy).  A test that sets its
+# own count, because it needs more than the default, says so with
+# `examples(n)`: n under `default`, scaled like the profile's count otherwise.
+HYPOTHESIS_EXAMPLES = {"default": 100, "ci": 30, "deep": 1000}
+HYPOTHESIS_PROFILE = os.environ.get("BOXMAKER_HYPOTHESIS") or "default"
+if HYPOTHESIS_PROFILE not in HYPOTHESIS_EXAMPLES:
+    raise pytest.UsageError(f"BOXMAKER_HYPOTHESIS is one of "
+                            f"{', '.join(HYPOTHESIS_EXAMPLES)}, not {HYPOTHESIS_PROFILE!r}")
+for _name, _count in HYPOTHESIS_EXAMPLES.items():
+    settings.register_profile(f"boxmaker-{_name}", max_examples=_count, deadline=None,
+                              suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(f"boxmaker-{HYPOTHESIS_PROFILE}")
+
+
+def examples(default: int, profile: str | None = None, *, at_least: int = 10) -> int:
+    """A test's own example count `default`, scaled to the chosen profile (never below
+    `at_least`, nor below `default` when that is smaller).  A test whose every example
+    starts real daemons lowers `at_least`."""
+    count = HYPOTHESIS_EXAMPLES[profile or HYPOTHESIS_PROFILE]
+    return max(min(default, at_least), default * count // HYPOTHESIS_EXAMPLES["default"])
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"

@@ -54,6 +54,7 @@ from boxmaker.proto.audit._audit import (
 )
 from boxmaker.proto.wire import ErrorAnswer, Pending
 from tests.brokerd._calls import ARGS, GRANT_SETS, LINK, echo_grants, request
+from tests.conftest import examples
 
 GRANTS = {**GRANT_SETS, "allow-private": echo_grants("allow", label="private")}
 MODES = list(GRANTS)
@@ -225,7 +226,7 @@ def check(world: World) -> None:
     assert world.taint == taint_from_log(world)
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(st.sampled_from(MODES),
        st.lists(st.tuples(st.sampled_from(ACTIONS), st.integers(0, 3), st.integers(0, 9)),
                 min_size=5, max_size=80))

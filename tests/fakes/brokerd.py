@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
+import select
 import shutil
 import signal
 import socket
@@ -128,6 +128,7 @@ class BrokerdProcess:
             stderr=subprocess.PIPE if pipe_stderr else self._stderr, preexec_fn=preexec,  # noqa: PLW1509 - sets rlimits only
         )
         self.messages: list[str] = []
+        self._unread = b""  # read from the stderr pipe, not yet a whole line
 
     def wait_ready(self) -> None:
         while True:
@@ -143,20 +144,31 @@ class BrokerdProcess:
         return self.stderr_path.read_text(errors="replace")
 
     def read_until(self, text: str, timeout: float = 30.0) -> str:
-        """With `pipe_stderr`: read brokerd's log lines until one holds `text`."""
+        """With `pipe_stderr`: read brokerd's log lines until one holds `text` (no line
+        for `timeout` seconds fails).
+
+        Reads the pipe itself (os.read into a buffer of its own): a buffered
+        readline after select() would leave lines already read from the pipe
+        waiting in the reader's buffer until brokerd writes again.
+        """
         assert self.proc.stderr is not None
+        fd = self.proc.stderr.fileno()
         seen = []
-        with selectors.DefaultSelector() as selector:
-            selector.register(self.proc.stderr, selectors.EVENT_READ)
-            while True:
-                if not selector.select(timeout):
-                    raise AssertionError(f"no {text!r} in brokerd's log: {seen}")
-                line = self.proc.stderr.readline().decode(errors="replace")
-                if not line:
-                    raise AssertionError(f"brokerd's log ended without {text!r}: {seen}")
+        while True:
+            while b"\n" in self._unread:
+                raw, _, self._unread = self._unread.partition(b"\n")
+                line = raw.decode(errors="replace") + "\n"
                 seen.append(line)
                 if text in line:
                     return line
+            ready, _, _ = select.select([fd], [], [], timeout)
+            if not ready:
+                raise AssertionError(f"no {text!r} in brokerd's log: {seen}")
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise AssertionError(f"brokerd's log ended without {text!r}: "
+                                     f"{[*seen, self._unread.decode(errors='replace')]}")
+            self._unread += chunk
 
     def stop(self, timeout: float = 30.0) -> int:
         if self.proc.poll() is None:

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from boxmaker._http._chunked import ChunkedDecoder, ChunkedError
+from tests.conftest import examples
 from tests.fakes.llama_server import FIXTURES, capture_body
 
 CHUNKED_CAPTURES = sorted(p for p in FIXTURES.glob("*.http")
@@ -125,7 +126,7 @@ def chunked_bodies(draw: st.DrawFn) -> tuple[bytes, bytes]:
     return out, b"".join(payloads)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(case=chunked_bodies(), cuts=st.lists(st.integers(1, 400), max_size=12))
 def test_random_bodies_any_split_match_h11(case: tuple[bytes, bytes], cuts: list[int]) -> None:
     body, payload = case
@@ -137,7 +138,7 @@ TOKENS = [b"\r\n", b"\r", b"\n", b"0", b"1", b"5", b"a", b"F", b";", b"=", b" ",
           b"x", b":", b"\xff", b"hello"]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(tokens=st.lists(st.sampled_from(TOKENS), max_size=40),
        cuts=st.lists(st.integers(1, 200), max_size=6))
 def test_garbage_same_verdict_as_h11(tokens: list[bytes], cuts: list[int]) -> None:

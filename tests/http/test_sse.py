@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from boxmaker._http._sse import SSEError, SSEEvent, SSEParser
+from tests.conftest import examples
 from tests.fakes.llama_server import FIXTURES
 from tests.fakes.llama_server import capture_body as _capture_body
 
@@ -133,7 +134,7 @@ def test_capture_with_other_line_ends(path: Path, ending: bytes) -> None:
         assert feed_all([converted[:cut], converted[cut:]]) == expected, cut
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     path=st.sampled_from(STREAM_CAPTURES),
     cuts=st.lists(st.integers(min_value=1, max_value=12000), max_size=40),
@@ -228,7 +229,7 @@ GARBAGE_ALPHABET = [b"\n", b"\r", b"\r\n", b":", b" ", b"data", b"event", b"id",
                     b"error", b"x", b"7", b"\xff", b"\xc3", b"\xa9", b"\xef\xbb\xbf", b"\0"]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     tokens=st.lists(st.sampled_from(GARBAGE_ALPHABET), max_size=80),
     cuts=st.lists(st.integers(min_value=1, max_value=400), max_size=10),
@@ -238,7 +239,7 @@ def test_garbage_never_drops_or_invents(tokens: list[bytes], cuts: list[int]) ->
     assert feed_all(split_at(stream, cuts)) == oracle(stream)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(stream=st.binary(max_size=300), cuts=st.lists(st.integers(1, 300), max_size=8))
 def test_random_bytes_never_drops_or_invents(stream: bytes, cuts: list[int]) -> None:
     assert feed_all(split_at(stream, cuts)) == oracle(stream)

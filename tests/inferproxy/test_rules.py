@@ -16,6 +16,7 @@ from boxmaker.inferproxy._rules import (
     upstream_request_headers,
 )
 from boxmaker.proto._json import loads_object
+from tests.conftest import examples
 
 LISTED = {
     (b"GET", b"/health"), (b"GET", b"/props"), (b"GET", b"/slots"),
@@ -66,7 +67,7 @@ targets = st.one_of(
 )
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(st.sampled_from([b"GET", b"POST", b"PUT", b"DELETE", b"HEAD"]), targets)
 def test_forwarding_agrees_with_an_independent_oracle(method: bytes, target: bytes) -> None:
     assert is_forwarded(method, target) == oracle(method, target)

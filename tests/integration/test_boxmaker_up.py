@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.fakes.podman import checked_image
 from tests.fakes.pty import Pty
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,8 +74,7 @@ def test_up_writes_a_home_starts_everything_chats_and_stops(
     env.pop("BOXMAKER_HOME", None)
     # With the tools image of this tree built (CI builds it first), up uses it; without
     # it, --no-tools, so that the test does not build an image (minutes).
-    tools = subprocess.run([str(REPO / "scripts" / "build-tools-image"), "--check"],
-                           capture_output=True, check=False).returncode == 0
+    tools = checked_image("build-tools-image")[0] is not None
     argv = [str(BOXMAKER), "up", "--home", str(home), "--inference", url]
     up = Pty(argv if tools else [*argv, "--no-tools"], env=env)
     try:

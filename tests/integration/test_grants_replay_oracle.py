@@ -27,6 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import examples
 from tests.fakes.brokerd import (
     BXCTL,
     Home,
@@ -161,7 +162,7 @@ def run_calls(grants: str, calls: list[Any], prefix: str) -> Home:
     return home
 
 
-@settings(max_examples=8, deadline=None,
+@settings(max_examples=examples(8, at_least=3), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(grants_a=grant_set(), grants_b=grant_set(),
        calls=st.lists(a_call(), min_size=1, max_size=12))

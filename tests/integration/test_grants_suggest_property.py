@@ -30,6 +30,7 @@ from boxmaker.policy._decision import ProtectedPaths, ToolCall
 from boxmaker.policy._load import load_grants
 from boxmaker.policy._model import GrantSet
 from boxmaker.proto._taint import Taint, label_rank
+from tests.conftest import examples
 from tests.fakes.brokerd import BXCTL, Home, env_for
 from tests.integration.test_grants_replay_oracle import (
     PROTECTED,
@@ -79,7 +80,7 @@ def result_label(grants: GrantSet, tool: str, args: dict[str, Any], state: dict[
     return None if result.label is None else label_rank(result.label)
 
 
-@settings(max_examples=6, deadline=None,
+@settings(max_examples=examples(6, at_least=2), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(grants=grant_set(), calls=st.lists(a_call(), min_size=1, max_size=14),
        min_approvals=st.integers(min_value=1, max_value=2))

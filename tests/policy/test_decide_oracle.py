@@ -22,6 +22,7 @@ from boxmaker.policy._decision import Ask, Decision, ProtectedPaths, ToolCall
 from boxmaker.policy._grants import parse_grant_texts
 from boxmaker.policy._model import GrantSet
 from boxmaker.proto._taint import Taint
+from tests.conftest import examples
 
 # ---------------------------------------------------------------------------------------------
 # The oracle: 03-policy, read naively.
@@ -372,7 +373,7 @@ def production(result: Decision | Ask) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("focus", O_TOOLS)
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     data=st.data(),
     invalid=st.integers(0, 19),
@@ -400,7 +401,7 @@ def test_decide_agrees_with_the_oracle(data: st.DataObject, focus: str, invalid:
     assert result.reason
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), focus=st.sampled_from(O_TOOLS), label=session_labels,
        untrusted=st.booleans(), label_now=session_labels, untrusted_now=st.booleans())
 def test_redecide_is_decide_again(data: st.DataObject, focus: str, label: str, untrusted: bool,

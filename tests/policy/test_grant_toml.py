@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from boxmaker.policy._grant_toml import loads, plain
 from boxmaker.policy._grants import parse_grant_texts
+from tests.conftest import examples
 
 KEYS = st.sampled_from(["id", "tool", "mode", "paths", "note", "http", "true", "a-b_9",
                         "grant", "x.y", '"id"', "é", ""])
@@ -62,7 +63,7 @@ def _ours(text: str) -> str:
         return f"refused: {exc}"
 
 
-@settings(max_examples=1500)
+@settings(max_examples=examples(1500))
 @given(TEXTS)
 def test_what_the_plain_reader_reads_is_what_tomllib_reads(text: str) -> None:
     value = plain(text)

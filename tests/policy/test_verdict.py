@@ -31,6 +31,7 @@ from boxmaker.policy._verdict import fast_target, parse_call_args
 from boxmaker.proto._taint import LABELS, Taint
 from boxmaker.proto.audit._history import HistoryCall
 from boxmaker.proto.tools import CATALOGUE, ArgsError, parse_args
+from tests.conftest import examples
 
 # Grant paths in a few levels, so that a request is covered at several depths, and
 # more lengths than a request has components (both ways of cutting a path).
@@ -89,7 +90,7 @@ def argument_objects(draw: st.DrawFn, tool: str) -> Any:
 tools = st.sampled_from(CATALOGUE.names)
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(data=st.data(), tool=tools)
 def test_the_short_way_of_d2_equals_parse_args(data: st.DataObject, tool: str) -> None:
     args = data.draw(argument_objects(tool), label="args")
@@ -157,7 +158,7 @@ def canonical(args: Any) -> str:
     return json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), text=grant_texts(), memo_size=st.sampled_from([1, 2, 4096]),
        protected=st.lists(st.sampled_from(GRANT_PATHS), max_size=1))
 def test_redecider_says_what_decide_says(data: st.DataObject, text: str, memo_size: int,
@@ -207,7 +208,7 @@ def history_call(seq: int, outcome: str) -> HistoryCall:
 OUTCOMES = ["allowed", "ask", "denied:no_grant", "denied:taint"]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(pairs=st.lists(st.tuples(st.sampled_from(OUTCOMES), st.sampled_from(OUTCOMES)),
                       max_size=40),
        cuts=st.lists(st.integers(0, 40), max_size=4))

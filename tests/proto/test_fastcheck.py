@@ -15,6 +15,7 @@ from boxmaker.proto._convert import U64, U64_MAX, JsonObject, register_tagged_un
 from boxmaker.proto._errors import DecodeError
 from boxmaker.proto._fastcheck import Mismatch, compile_checkers
 from boxmaker.proto.audit._audit import Declassify
+from tests.conftest import examples
 
 
 @attrs.frozen(kw_only=True)
@@ -124,7 +125,7 @@ def _mutations() -> st.SearchStrategy[dict[str, Any]]:
         lambda changes: {**GOOD, **changes})
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(value=_mutations() | st.dictionaries(st.sampled_from(sorted(GOOD)), json_value))
 def test_the_checker_never_accepts_what_the_converter_refuses(value: dict[str, Any]) -> None:
     try:

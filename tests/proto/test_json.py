@@ -19,6 +19,7 @@ from boxmaker.proto._json import (
     loads_value,
     type_word,
 )
+from tests.conftest import examples
 
 
 def _nested(depth: int) -> str:
@@ -208,7 +209,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(st.dictionaries(st.text(max_size=8), json_values, max_size=5))
 def test_round_trip(value: dict[str, object]) -> None:
     assert loads_object(dumps_bytes(value)) == value

@@ -34,7 +34,7 @@ from boxmaker.brokerd.runner._podman_argv import PodmanSettings
 from boxmaker.brokerd.runner._podman_check import podman_command
 from boxmaker.brokerd.runner._spec import RunOutcome
 from boxmaker.brokerd.runner._three_steps import OVERFLOW_BYTES
-from tests.fakes.podman import tools_image
+from tests.fakes.podman import checked_image, tools_image
 
 pytestmark = pytest.mark.podman
 REPO = Path(__file__).resolve().parents[3]
@@ -45,11 +45,10 @@ INSTANCE = "c0ffee01"
 def image() -> str:
     if shutil.which("podman") is None:
         pytest.skip("podman is not installed (scripts/get-podman)")
-    done = subprocess.run([str(REPO / "scripts" / "build-commands-image"), "--check"],
-                          capture_output=True, text=True, check=False, timeout=120)
-    if done.returncode != 0:
+    image, _ = checked_image("build-commands-image")
+    if image is None:
         pytest.skip("no default commands image (scripts/build-commands-image)")
-    return done.stdout.strip()
+    return image
 
 
 @pytest.fixture

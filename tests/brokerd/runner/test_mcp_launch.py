@@ -41,7 +41,7 @@ from boxmaker.proto.mcp import (
 )
 from tests.brokerd.runner.test_mcp_io import FAKE, RecordingReceive, RecordingSend
 from tests.fakes.mcp_stdio_server import tools as fake_tools
-from tests.fakes.podman import tools_image
+from tests.fakes.podman import mcp_image, tools_image
 
 ENV_DUMP = ("import json, os, sys; sys.stdout.write(json.dumps(dict(os.environ)) + '\\n')")
 
@@ -163,17 +163,6 @@ async def test_a_directory_swapped_before_init_is_unsafe_target(tmp_path: Path) 
     assert "not what was checked" in (run.message or "")
     assert run.request_sha256 is None and run.exit is None
     assert not _exists(name)
-
-
-def mcp_image() -> str:
-    done = subprocess.run([str(Path(__file__).resolve().parents[3] / "scripts" /
-                               "build-mcp-image"), "--check"],
-                          capture_output=True, text=True, check=False, timeout=120)
-    if done.returncode != 0:
-        if os.environ.get("BOXMAKER_CI") == "1":
-            pytest.fail("no MCP test image (scripts/build-mcp-image)")
-        pytest.skip("no MCP test image (scripts/build-mcp-image)")
-    return done.stdout.strip()
 
 
 class Recording:

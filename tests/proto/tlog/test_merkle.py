@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 
 from hypothesis import given, settings
@@ -68,6 +69,11 @@ CONSISTENCY = [
 
 
 def naive_mth(hashes: list[bytes]) -> bytes:
+    return _naive_mth(tuple(hashes))
+
+
+@functools.lru_cache(maxsize=1 << 16)  # the same subtrees, asked for again and again
+def _naive_mth(hashes: tuple[bytes, ...]) -> bytes:
     if not hashes:
         return hashlib.sha256(b"").digest()
     if len(hashes) == 1:
@@ -75,7 +81,7 @@ def naive_mth(hashes: list[bytes]) -> bytes:
     k = 1
     while k * 2 < len(hashes):
         k *= 2
-    return node_hash(naive_mth(hashes[:k]), naive_mth(hashes[k:]))
+    return node_hash(_naive_mth(hashes[:k]), _naive_mth(hashes[k:]))
 
 
 def naive_path(m: int, hashes: list[bytes]) -> list[bytes]:
