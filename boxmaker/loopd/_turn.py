@@ -229,6 +229,16 @@ class Turn:
             if rounds >= self.settings.max_rounds:
                 return Done(finish="max_rounds", rounds=U64(rounds), usage=usage)
 
+    async def _send(self, event: Event) -> None:
+        """Hand `event` to the shell's writer; wait while it writes the one before.
+
+        Taken at once when the writer waits (the common case: no switch of
+        task here, the turn goes on to its next read), else sent when it is."""
+        try:
+            self.events.send_nowait(event)
+        except trio.WouldBlock:
+            await self.events.send(event)
+
     async def _repeat(self, conversation: str, calls: Sequence[ToolCall], shown: str) -> None:
         """The model asked again for a call it made in this turn: show, do not run.
 
@@ -237,9 +247,8 @@ class Turn:
         after it: that the turn ended), so the next turn's history is whole.
         """
         first = calls[0]
-        await self.events.send(NoticeEvent(kind="repeat",
-                                           call_id=first.id[:MAX_CALL_ID_CHARS],
-                                           tool=first.name[:MAX_TOOL_NAME], text=shown))
+        await self._send(NoticeEvent(kind="repeat", call_id=first.id[:MAX_CALL_ID_CHARS],
+                                     tool=first.name[:MAX_TOOL_NAME], text=shown))
         for call in calls:
             await self._tool_message(conversation, call.id[:MAX_CALL_ID_CHARS],
                                      REPEAT_TEXT_FOR_MODEL)
@@ -263,7 +272,7 @@ class Turn:
                 async for delta in stream:
                     if isinstance(delta, TextDelta) and delta.text:
                         for piece in split_text(delta.text):  # a frame holds 8 MiB
-                            await self.events.send(TextEvent(delta=piece))
+                            await self._send(TextEvent(delta=piece))
             result = stream.result()
         except (InferenceHTTPError, InferenceStreamError) as exc:
             if not _is_cut_call(exc):
@@ -296,9 +305,9 @@ class Turn:
 
     async def _cut_call(self, conversation: str, text: str, tool: str | None) -> None:
         """A call cut before it was complete: told to the owner and the model; none runs."""
-        await self.events.send(NoticeEvent(kind="cut_call", call_id=None,
-                                           tool=tool[:MAX_TOOL_NAME] if tool else None,
-                                           text=CUT_CALL_TEXT_FOR_OWNER))
+        await self._send(NoticeEvent(kind="cut_call", call_id=None,
+                                     tool=tool[:MAX_TOOL_NAME] if tool else None,
+                                     text=CUT_CALL_TEXT_FOR_OWNER))
         content = f"{text}\n{CUT_CALL_TEXT_FOR_MODEL}" if text else CUT_CALL_TEXT_FOR_MODEL
         await self.store.append(
             conversation,
@@ -324,7 +333,7 @@ class Turn:
         tool = name[:MAX_TOOL_NAME]
         call_id = call_id[:MAX_CALL_ID_CHARS]  # as kept in the assistant message
         args, problem = _forwardable_args(arguments)
-        await self.events.send(ToolCallEvent(
+        await self._send(ToolCallEvent(
             call_id=call_id, tool=tool, args=JsonObject(args) if args is not None else None,
             raw_args=None if args is not None else _raw(arguments)))
         if args is None:
@@ -343,7 +352,7 @@ class Turn:
                         outcome = answer
                         continue
                     clock.pause()
-                    await self.events.send(ApprovalPendingEvent(
+                    await self._send(ApprovalPendingEvent(
                         call_id=call_id, approval_id=answer.approval_id, tool=tool,
                         expires_at=answer.expires_at))
         finally:
@@ -356,7 +365,7 @@ class Turn:
         if isinstance(outcome, Result):
             output = outcome.output
             size = len(dumps(output).encode("utf-8")) if output is not None else 0
-            await self.events.send(ToolResultEvent(
+            await self._send(ToolResultEvent(
                 call_id=call_id, tool=tool, status=outcome.status, bytes=U64(size),
                 label=outcome.label, untrusted=outcome.untrusted, exit=exit_code(tool, output)))
             content = dumps({"status": outcome.status, "output": output})
@@ -380,9 +389,9 @@ class Turn:
 
     async def _deny(self, conversation: str, call_id: str, tool: str, code: str, reason: str,
                     runbook: str | None) -> str:
-        await self.events.send(ToolDeniedEvent(call_id=call_id, tool=tool,
-                                               code=code,  # type: ignore[arg-type]
-                                               reason=reason, runbook=runbook))
+        await self._send(ToolDeniedEvent(call_id=call_id, tool=tool,
+                                         code=code,  # type: ignore[arg-type]
+                                         reason=reason, runbook=runbook))
         await self._tool_message(conversation, call_id, text_for_model(code))
         return denial_text(tool, code, reason)
 
