@@ -573,6 +573,24 @@ def test_ts_round_trip(moment: dt.datetime) -> None:
     assert parse_ts(text) == moment
 
 
+@settings(max_examples=500)
+@given(st.tuples(*[st.integers(0, 99)] * 7, st.integers(0, 999999)))
+def test_is_ts_accepts_what_strptime_accepts(parts: tuple[int, ...]) -> None:
+    """The digits read by position accept exactly the real moments strptime accepts
+    (month 0 or 13, day 31 of a short month, hour 24, second 60 all refused)."""
+    century, year, month, day, hour, minute, second, micro = parts
+    text = (f"{century:02}{year:02}-{month:02}-{day:02}T{hour:02}:{minute:02}:"
+            f"{second:02}.{micro:06}Z")
+    try:
+        expected: dt.datetime | None = dt.datetime.strptime(
+            text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.UTC)
+    except ValueError:
+        expected = None
+    assert is_ts(text) == (expected is not None)
+    if expected is not None:
+        assert parse_ts(text) == expected
+
+
 def test_history_answer_carries_what_loopd_stores() -> None:
     _id, frame = decode_loop_frame((WIRE / "loop-answer-history.json").read_bytes())
     messages = frame.messages  # type: ignore[union-attr]
