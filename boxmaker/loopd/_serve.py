@@ -300,19 +300,18 @@ class LoopDaemon:
                         say: SayRequest) -> Any:
         """Run the turn, cancelled if the client goes away; return the final frame.
 
-        The turn's error is carried out of its nursery and raised here (a
-        nursery would wrap it in an exception group)."""
-
-        async def emit(event: Event) -> None:
-            body = encode_loop_frame(request_id, event)
-            if len(body) > MAX_FRAME:  # bounded by the event's own checks: our own bug
-                raise EventTooLarge(f"an event of {len(body)} bytes does not fit a frame")
-            await send_frame(stream, body)
-
+        The turn sends its events over a channel without a buffer (each is
+        taken the moment it is made, the next waits for the frame before it to
+        be written); a task of the shell writes them as frames, and ends when
+        the turn closes the channel.  The turn's error, or the writer's, is
+        carried out of the nursery and raised here (a nursery would wrap it in
+        an exception group)."""
+        send_events, receive_events = trio.open_memory_channel[Event](0)
         turn = Turn(settings=self.settings(), store=self.store, llama=self.llama,
-                    broker=self.broker, emit=emit)
+                    broker=self.broker, events=send_events)
         result: list[Any] = []
         failed: list[BoxmakerError] = []
+        written = trio.Event()
         gone = False
         async with trio.open_nursery() as nursery:
 
@@ -324,14 +323,30 @@ class LoopDaemon:
                 gone = True
                 nursery.cancel_scope.cancel()
 
-            async def run() -> None:
+            async def write_events() -> None:
                 try:
-                    result.append(await self._turn(turn, say))
-                except BoxmakerError as exc:
-                    failed.append(exc)
+                    async for event in receive_events:
+                        body = encode_loop_frame(request_id, event)
+                        if len(body) > MAX_FRAME:  # bounded by the event's own checks: our bug
+                            raise EventTooLarge(
+                                f"an event of {len(body)} bytes does not fit a frame")
+                        await send_frame(stream, body)
+                except EventTooLarge as exc:
+                    failed.insert(0, exc)  # before any error the turn met after the event
+                    nursery.cancel_scope.cancel()
+                written.set()
+
+            async def run() -> None:
+                with send_events:  # closed also when the turn never ran (/health failed)
+                    try:
+                        result.append(await self._turn(turn, say))
+                    except BoxmakerError as exc:
+                        failed.append(exc)
+                await written.wait()
                 nursery.cancel_scope.cancel()
 
             nursery.start_soon(watch_client)
+            nursery.start_soon(write_events)
             nursery.start_soon(run)
         if gone:
             log.info("conversation %s: bxctl went away; the turn was cancelled",

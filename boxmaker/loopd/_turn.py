@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -144,9 +145,6 @@ def _is_cut_call(exc: InferenceHTTPError | InferenceStreamError) -> bool:
     return "Failed to parse tool call" in text
 
 
-Emit = Callable[[Event], Awaitable[None]]
-
-
 @attrs.define
 class TurnSettings:
     model: str
@@ -189,10 +187,12 @@ class Turn:
     store: ConversationStore
     llama: LlamaClient
     broker: BrokerPort
-    emit: Emit
+    events: trio.MemorySendChannel[Event]
+    """Where each event goes, in order, the moment it is made (the shell writes them
+    as frames); closed when the turn ends, however it ends."""
 
     async def run(self, conversation: str, text: str) -> Done:
-        with trio.move_on_after(self.settings.turn_timeout_s) as scope:
+        with self.events, trio.move_on_after(self.settings.turn_timeout_s) as scope:
             return await self._run(conversation, text, _Clock(scope))
         raise TurnTimeout(
             f"the turn ran past {self.settings.turn_timeout_s:g} s (approval waits not counted)"
@@ -229,6 +229,16 @@ class Turn:
             if rounds >= self.settings.max_rounds:
                 return Done(finish="max_rounds", rounds=U64(rounds), usage=usage)
 
+    async def _send(self, event: Event) -> None:
+        """Hand `event` to the shell's writer; wait while it writes the one before.
+
+        Taken at once when the writer waits (the common case: no switch of
+        task here, the turn goes on to its next read), else sent when it is."""
+        try:
+            self.events.send_nowait(event)
+        except trio.WouldBlock:
+            await self.events.send(event)
+
     async def _repeat(self, conversation: str, calls: Sequence[ToolCall], shown: str) -> None:
         """The model asked again for a call it made in this turn: show, do not run.
 
@@ -237,8 +247,8 @@ class Turn:
         after it: that the turn ended), so the next turn's history is whole.
         """
         first = calls[0]
-        await self.emit(NoticeEvent(kind="repeat", call_id=first.id[:MAX_CALL_ID_CHARS],
-                                    tool=first.name[:MAX_TOOL_NAME], text=shown))
+        await self._send(NoticeEvent(kind="repeat", call_id=first.id[:MAX_CALL_ID_CHARS],
+                                     tool=first.name[:MAX_TOOL_NAME], text=shown))
         for call in calls:
             await self._tool_message(conversation, call.id[:MAX_CALL_ID_CHARS],
                                      REPEAT_TEXT_FOR_MODEL)
@@ -262,7 +272,7 @@ class Turn:
                 async for delta in stream:
                     if isinstance(delta, TextDelta) and delta.text:
                         for piece in split_text(delta.text):  # a frame holds 8 MiB
-                            await self.emit(TextEvent(delta=piece))
+                            await self._send(TextEvent(delta=piece))
             result = stream.result()
         except (InferenceHTTPError, InferenceStreamError) as exc:
             if not _is_cut_call(exc):
@@ -295,9 +305,9 @@ class Turn:
 
     async def _cut_call(self, conversation: str, text: str, tool: str | None) -> None:
         """A call cut before it was complete: told to the owner and the model; none runs."""
-        await self.emit(NoticeEvent(kind="cut_call", call_id=None,
-                                    tool=tool[:MAX_TOOL_NAME] if tool else None,
-                                    text=CUT_CALL_TEXT_FOR_OWNER))
+        await self._send(NoticeEvent(kind="cut_call", call_id=None,
+                                     tool=tool[:MAX_TOOL_NAME] if tool else None,
+                                     text=CUT_CALL_TEXT_FOR_OWNER))
         content = f"{text}\n{CUT_CALL_TEXT_FOR_MODEL}" if text else CUT_CALL_TEXT_FOR_MODEL
         await self.store.append(
             conversation,
@@ -323,25 +333,31 @@ class Turn:
         tool = name[:MAX_TOOL_NAME]
         call_id = call_id[:MAX_CALL_ID_CHARS]  # as kept in the assistant message
         args, problem = _forwardable_args(arguments)
-        await self.emit(ToolCallEvent(call_id=call_id, tool=tool,
-                                      args=JsonObject(args) if args is not None else None,
-                                      raw_args=None if args is not None else _raw(arguments)))
+        await self._send(ToolCallEvent(
+            call_id=call_id, tool=tool, args=JsonObject(args) if args is not None else None,
+            raw_args=None if args is not None else _raw(arguments)))
         if args is None:
             reason = f"{problem}; brokerd was not asked"
             await self._deny(conversation, call_id, tool, "bad_args", reason, None)
             return denial_text(tool, "bad_args", reason)
 
-        async def on_pending(pending: Pending) -> None:
-            clock.pause()
-            await self.emit(ApprovalPendingEvent(call_id=call_id,
-                                                 approval_id=pending.approval_id,
-                                                 tool=tool, expires_at=pending.expires_at))
-
+        # The turn pulls brokerd's answers: each `pending` stops the turn's clock
+        # and is shown; the last answer is the call's outcome.
+        outcome: BrokerOutcome | None = None
         try:
-            outcome = await self.broker.call(session=conversation, tool=tool, args=args,
-                                             on_pending=on_pending)
+            async with aclosing(self.broker.call(session=conversation, tool=tool,
+                                                 args=args)) as answers:
+                async for answer in answers:
+                    if not isinstance(answer, Pending):
+                        outcome = answer
+                        continue
+                    clock.pause()
+                    await self._send(ApprovalPendingEvent(
+                        call_id=call_id, approval_id=answer.approval_id, tool=tool,
+                        expires_at=answer.expires_at))
         finally:
             clock.resume()
+        assert outcome is not None  # the broker client's last answer is never `pending`
         return await self._settle(conversation, call_id, tool, outcome)
 
     async def _settle(self, conversation: str, call_id: str, tool: str,
@@ -349,10 +365,9 @@ class Turn:
         if isinstance(outcome, Result):
             output = outcome.output
             size = len(dumps(output).encode("utf-8")) if output is not None else 0
-            await self.emit(ToolResultEvent(call_id=call_id, tool=tool, status=outcome.status,
-                                            bytes=U64(size), label=outcome.label,
-                                            untrusted=outcome.untrusted,
-                                            exit=exit_code(tool, output)))
+            await self._send(ToolResultEvent(
+                call_id=call_id, tool=tool, status=outcome.status, bytes=U64(size),
+                label=outcome.label, untrusted=outcome.untrusted, exit=exit_code(tool, output)))
             content = dumps({"status": outcome.status, "output": output})
             await self._tool_message(conversation, call_id, content)
             return result_text(tool, outcome.status, output)
@@ -374,8 +389,9 @@ class Turn:
 
     async def _deny(self, conversation: str, call_id: str, tool: str, code: str, reason: str,
                     runbook: str | None) -> str:
-        await self.emit(ToolDeniedEvent(call_id=call_id, tool=tool, code=code,  # type: ignore[arg-type]
-                                        reason=reason, runbook=runbook))
+        await self._send(ToolDeniedEvent(call_id=call_id, tool=tool,
+                                         code=code,  # type: ignore[arg-type]
+                                         reason=reason, runbook=runbook))
         await self._tool_message(conversation, call_id, text_for_model(code))
         return denial_text(tool, code, reason)
 

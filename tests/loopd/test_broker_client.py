@@ -5,12 +5,15 @@ from __future__ import annotations
 import datetime as dt
 import os
 from collections.abc import Awaitable, Callable
+from contextlib import aclosing
 from pathlib import Path
+from typing import Any
 
+import pytest
 import trio
 
 from boxmaker._sockets._streams import receive_frame, send_frame
-from boxmaker.loopd._broker_client import BrokerPort, BrokerUnavailable
+from boxmaker.loopd._broker_client import BrokerOutcome, BrokerPort, BrokerUnavailable
 from boxmaker.proto._convert import U64
 from boxmaker.proto._framing import FrameDecoder
 from boxmaker.proto.wire._wire import format_ts
@@ -24,6 +27,21 @@ from boxmaker.proto.wire._wire_broker import (
 
 Script = Callable[[trio.SocketStream, int], Awaitable[None]]
 EPOCH = dt.datetime(2026, 11, 29, 7, 0, tzinfo=dt.UTC)
+
+
+async def answers_of(port: BrokerPort, **call: Any) -> tuple[list[Pending], BrokerOutcome]:
+    """Pull the call's answers as the turn does: the pendings, then the outcome (last)."""
+    pendings: list[Pending] = []
+    outcomes: list[BrokerOutcome] = []
+    async with aclosing(port.call(**call)) as answers:
+        async for answer in answers:
+            if isinstance(answer, Pending):
+                assert not outcomes, "a pending after the outcome"
+                pendings.append(answer)
+            else:
+                outcomes.append(answer)
+    (outcome,) = outcomes
+    return pendings, outcome
 
 
 def trio_wall_clock() -> dt.datetime:
@@ -76,17 +94,11 @@ async def call_with(
         brokerd_uid=os.getuid() if uid is None else uid,
         wall_clock=trio_wall_clock,
     )
-    pendings: list[Pending] = []
-
-    async def on_pending(pending: Pending) -> None:
-        pendings.append(pending)
-
     async with trio.open_nursery() as nursery:
         await nursery.start(serve_script, path, script, seen)
         started = trio.current_time()
-        outcome = await port.call(
-            session="default", tool="echo", args={"text": "hi"}, on_pending=on_pending
-        )
+        pendings, outcome = await answers_of(port, session="default", tool="echo",
+                                             args={"text": "hi"})
         seen.append(f"answered after {trio.current_time() - started:.2f} s")
     seen.extend(f"pending {p.approval_id}" for p in pendings)
     return outcome, seen
@@ -127,11 +139,9 @@ async def test_missing_socket(tmp_path: Path) -> None:
         socket_path=tmp_path / "nothing.sock", timeout_ms=1000, brokerd_uid=os.getuid()
     )
 
-    async def on_pending(_: Pending) -> None:
-        raise AssertionError("no pending expected")
-
     with trio.fail_after(10):
-        outcome = await port.call(session="s", tool="echo", args={}, on_pending=on_pending)
+        pendings, outcome = await answers_of(port, session="s", tool="echo", args={})
+    assert not pendings
     assert isinstance(outcome, BrokerUnavailable) and "is missing" in outcome.reason
 
 
@@ -145,11 +155,9 @@ async def test_server_with_the_wrong_uid_is_refused_before_sending(tmp_path: Pat
     sock.listen(1)
     port = BrokerPort(socket_path=path, timeout_ms=1000, brokerd_uid=os.getuid() + 4242)
 
-    async def on_pending(_: Pending) -> None:
-        raise AssertionError("no pending expected")
-
     with trio.fail_after(10):
-        outcome = await port.call(session="s", tool="echo", args={}, on_pending=on_pending)
+        pendings, outcome = await answers_of(port, session="s", tool="echo", args={})
+    assert not pendings
     sock.close()
     assert isinstance(outcome, BrokerUnavailable)
     assert f"expected brokerd's uid {os.getuid() + 4242}" in outcome.reason
@@ -236,8 +244,10 @@ async def test_an_absurd_expiry_is_bounded_to_a_day(
     assert "answered after 86400.00 s" in seen
 
 
-async def test_cancelling_the_call_closes_the_connection(tmp_path: Path) -> None:
-    """bxctl went away: the turn is cancelled, the connection closes, brokerd sees EOF."""
+@pytest.mark.parametrize("where", ["waiting for the answer", "at the pending"])
+async def test_cancelling_the_call_closes_the_connection(tmp_path: Path, where: str) -> None:
+    """bxctl went away: the turn is cancelled, the connection closes, brokerd sees EOF,
+    whether the call was waiting for brokerd or the turn was showing the pending."""
     path = tmp_path / "broker.sock"
     seen: list[str] = []
     pending_seen = trio.Event()
@@ -250,9 +260,6 @@ async def test_cancelling_the_call_closes_the_connection(tmp_path: Path) -> None
         socket_path=path, timeout_ms=60_000, brokerd_uid=os.getuid(), wall_clock=trio_wall_clock
     )
 
-    async def on_pending(_: Pending) -> None:
-        pending_seen.set()
-
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
             await nursery.start(serve_script, path, script, seen)
@@ -260,9 +267,16 @@ async def test_cancelling_the_call_closes_the_connection(tmp_path: Path) -> None
 
             async def caller() -> None:
                 with call_scope:
-                    await port.call(session="s", tool="echo", args={}, on_pending=on_pending)
+                    async with aclosing(port.call(session="s", tool="echo",
+                                                  args={})) as answers:
+                        async for answer in answers:
+                            assert isinstance(answer, Pending)
+                            pending_seen.set()
+                            if where == "at the pending":
+                                await trio.sleep_forever()
 
             nursery.start_soon(caller)
             await pending_seen.wait()
             call_scope.cancel()
+    assert call_scope.cancelled_caught
     assert seen[-1] in ("client closed", "client reset")

@@ -20,6 +20,7 @@ import trio.testing
 
 from boxmaker._errors import StartFailed
 from boxmaker._sockets._streams import receive_frame, send_frame
+from boxmaker.loopd import _serve
 from boxmaker.loopd._config import LoopdConfig, load_config
 from boxmaker.loopd._serve import (
     InferenceStartFailed,
@@ -215,6 +216,26 @@ async def test_bxctl_going_away_cancels_the_turn(
             await trio.sleep(1)
     assert loop.fake.stream_aborts == 1  # the inference stream was closed
     frames = await loop.ask(say(3))
+    assert frames[-1]["done"]["finish"] == "stop"
+
+
+async def test_an_event_too_large_for_a_frame_fails_the_turn(
+        tmp_path: Path, nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer of the turn's frames checks each against the frame bound (shrunk
+    here: each event's own bounds keep a real one within 8 MiB): the events before
+    it are written, the turn fails `turn_failed`, the guard is released."""
+    monkeypatch.setattr(_serve, "MAX_FRAME", 200)
+    loop = await start_loop(nursery, tmp_path, [
+        {"steps": [{"role": "assistant"}, {"text": "fits"}, {"text": "x" * 300},
+                   {"finish": "stop"}, {"usage": True}]},
+        text_turn("after"),
+    ])
+    frames = await loop.ask(say(7))
+    assert frames[0] == {"id": 7, "event": {"text": {"delta": "fits"}}}, frames
+    assert len(frames) == 2 and frames[1]["error"]["code"] == "turn_failed", frames
+    assert frames[1]["error"]["message"].startswith("an event of "), frames
+    monkeypatch.undo()
+    frames = await loop.ask(say(8))
     assert frames[-1]["done"]["finish"] == "stop"
 
 

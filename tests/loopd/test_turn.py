@@ -94,9 +94,13 @@ class Harness:
             sock = self.tmp_path / "broker.sock"
             await nursery.start(serve_broker, sock, self.broker_script, self.broker_calls)
 
-            async def emit(event: Event) -> None:
-                self.events.append(event)
+            send_events, receive_events = trio.open_memory_channel[Event](0)
 
+            async def collect() -> None:  # until the turn closes its channel
+                async for event in receive_events:
+                    self.events.append(event)
+
+            nursery.start_soon(collect)
             turn = Turn(
                 settings=TurnSettings(model="local", slot=0, temperature=0.7,
                                       tools=tool_schemas(["echo"]), max_tokens=None,
@@ -105,7 +109,7 @@ class Harness:
                 store=self.store, llama=LlamaClient(endpoint),
                 broker=BrokerPort(socket_path=sock, timeout_ms=60_000,
                                   brokerd_uid=os.getuid(), wall_clock=wall),
-                emit=emit,
+                events=send_events,
             )
             outcome: Any = None
             failure: Exception | None = None

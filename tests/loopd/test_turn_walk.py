@@ -13,21 +13,21 @@ The conversations are entered only through the store's reads and writes
 visit.
 
 The turn runs in a task of its own, which the shell starts (`LoopDaemon.
-_run_turn`, beside the task watching for bxctl going away), so its walk is the
-tree under that task's first shell frame.  It holds:
+_run_turn`, beside the task watching for bxctl going away and the one writing
+the turn's events), so its walk is the tree under that task's first shell
+frame.  It holds:
   - the shell dispatches the turn once (the inference's /health before it, the
     slot save after it);
   - each round of the turn is one inference stream (`chat`, entering it, its
     events, leaving it, its `result`: the turn pulls each event, nothing is
     pushed into it) and then at most one broker visit (the call);
-  - no role appears twice on any path from the shell down (the broker client
-    never calls back into the turn, the inference client never into the turn)
-    but for one known callback, the turn's `emit`: each event goes out through
-    a closure of the shell (`_run_turn.emit`, a frame written to loop.sock),
-    so the path shell -> turn -> shell exists.  It is pinned here as the only
-    re-entry, a leaf (the emit calls no role), so that any other callback
-    fails; the second walk pins the callback of a call that waits for the
-    owner (broker -> turn `on_pending` -> shell `emit`).
+  - no role appears twice on any path from the shell down: nothing calls back
+    into a role above it.  The turn's events go to the shell over a channel
+    (`Turn.events`; a task of the shell writes the frames, a root of its own
+    that reaches no role), and the broker client is an iterator the turn pulls
+    (`BrokerPort.call`, one visit: a resumed generator is the same frame), a
+    `pending` answer among its answers; the second walk is of a call that
+    waits for the owner.
 See docs/decisions.md, "the turn walk".
 """
 
@@ -157,7 +157,8 @@ async def test_the_shell_dispatches_the_turn_once(tmp_path: Path, nursery: trio.
     assert walk.role == "shell" and walk.entry == "run", walk.shape()
     assert [(c.role, c.entry) for c in walk.children] == [
         ("inference", "health"), ("turn", "run"), ("inference", "save_slot")], walk.shape()
-    # the connection's own shell task and the one watching bxctl reach no other role
+    # the connection's own shell task, the one watching bxctl and the writer of the
+    # events reach no other role
     others = [r for r in roots if r is not walk]
     assert all(r.role == "shell" and not r.children for r in others), [
         r.shape() for r in others]
@@ -174,18 +175,16 @@ async def test_each_round_is_one_inference_stream_then_at_most_one_broker_call(
             assert not child.children, turn.shape()
 
 
-async def test_no_role_is_re_entered_but_by_the_turns_emit(
-        tmp_path: Path, nursery: trio.Nursery) -> None:
+async def test_no_role_is_re_entered(tmp_path: Path, nursery: trio.Nursery) -> None:
     walk, _ = await walk_of_one_turn(tmp_path, nursery, ok_answer)
-    found = re_entries(walk)
-    assert found and set(found) == {(("shell", "turn", "shell"), "emit")}, walk.shape()
-    assert all(len(set(p)) == len(p) for p in paths(walk) if p[-2:] != ("turn", "shell"))
+    assert re_entries(walk) == [], walk.shape()
+    assert all(len(set(p)) == len(p) for p in paths(walk))
 
 
-async def test_a_call_that_waits_for_the_owner_calls_back_into_the_turn(
+async def test_a_call_that_waits_for_the_owner_re_enters_no_role(
         tmp_path: Path, nursery: trio.Nursery) -> None:
-    """The pending answer: the broker client runs the turn's `on_pending` (which
-    pauses the turn's clock and emits `approval_pending`), a second known callback."""
+    """The pending answer: the turn pulls it from the broker client (pauses its clock
+    and sends `approval_pending` to the shell's writer); nothing calls back."""
 
     async def pending_then_ok(stream: trio.SocketStream, request_id: int) -> None:
         expires = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=600)
@@ -194,8 +193,7 @@ async def test_a_call_that_waits_for_the_owner_calls_back_into_the_turn(
         await ok_answer(stream, request_id)
 
     walk, _ = await walk_of_one_turn(tmp_path, nursery, pending_then_ok, pending=True)
-    assert set(re_entries(walk)) == {
-        (("shell", "turn", "shell"), "emit"),
-        (("shell", "turn", "broker", "turn"), "on_pending"),
-        (("shell", "turn", "broker", "turn", "shell"), "emit"),
-    }, walk.shape()
+    (turn,) = [c for c in walk.children if c.role == "turn"]
+    assert rounds_of(turn) == [[*STREAM, "broker.call"], STREAM], turn.shape()
+    assert re_entries(walk) == [], walk.shape()
+    assert all(len(set(p)) == len(p) for p in paths(walk))
