@@ -122,7 +122,7 @@ def test_checkpoints_table_is_strict(tmp_path: Path) -> None:
                           None)
     assert config.checkpoints.interval_ms == 500
     assert config.checkpoints.origin.startswith("boxmaker/")
-    assert config.checkpoints.witnesses[0].parsed.path == ""
+    assert config.checkpoints.witnesses[0].parsed.path_prefix == ""
     assert config.checkpoint_key == tmp_path / "checkpoint.key"
     for bad in (
         "[checkpoints]\nsurprise = 1\n",
