@@ -12,6 +12,7 @@ import trio
 
 from .._brokerd_config import BrokerdConfig
 from .._error_table import condition
+from .._malloc import trim
 from ..policy._load import GrantsWatcher
 from ..policy._model import (
     EMPTY_DIGEST,
@@ -57,6 +58,7 @@ def keep_out_of_collections() -> None:
     """
     gc.collect()
     gc.freeze()
+    trim()  # what the load freed on the C heap goes back to the system
 
 
 @attrs.define(kw_only=True)
