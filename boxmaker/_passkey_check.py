@@ -11,7 +11,8 @@ sidecar needs no chain of its own: a different nonce or RP id makes a
 challenge the owner's key never signed.
 
 Also here, shared with brokerd's live check: a ceremony made in a frame is
-refused (`check_not_framed`).  Pure: no I/O.
+refused (`check_not_framed`).  Pure: no I/O.  `webauthn` is imported by `recheck`
+when it first runs (brokerd imports this module for `check_not_framed`; issue 23).
 """
 
 from __future__ import annotations
@@ -22,8 +23,6 @@ import re
 from typing import Any
 
 import attrs
-from webauthn import verify_authentication_response
-from webauthn.helpers.exceptions import WebAuthnException
 
 from ._errors import PeerError
 from ._passkey_origin import origin_problem, rp_id_problem
@@ -123,6 +122,9 @@ def recheck(logged: LoggedApproval, kept: bytes, sidecar: bytes) -> str | None:
         return "the kept assertion is not the one the approval record names (its hash differs)"
     if logged.public_key is None:
         return f"credential {logged.credential_id[:16]}... was not enrolled when it approved"
+    from webauthn import verify_authentication_response
+    from webauthn.helpers.exceptions import WebAuthnException
+
     try:
         nonce, rp_id, origins = _sidecar(sidecar)
         document = strict_json(kept)
