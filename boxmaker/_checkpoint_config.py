@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 
 from ._errors import ConfigurationError
-from ._http._http11 import Url
+from .proto._grammar import GrammarError, Url, parse_endpoint_url
 from .proto.tlog import (
     TYPE_COSIGNATURE_V1,
     CheckpointError,
@@ -71,8 +71,8 @@ def resolve_checkpoints(table: Any, home: Path) -> CheckpointSettings:
     for index, entry in enumerate(table.witnesses):
         where = f"checkpoints.witnesses[{index}]"
         try:
-            parsed = Url.parse(entry.url)
-        except ValueError as exc:
+            parsed = parse_endpoint_url(entry.url)
+        except GrammarError as exc:
             raise CheckpointsConfigError(f"{where}.url: {exc}") from exc
         try:
             key = parse_verifier_key(entry.key)

@@ -46,7 +46,7 @@ def test_an_explicit_origin_and_witnesses(tmp_path: Path) -> None:
         tmp_path)
     assert settings.origin == "box.example/log" and settings.origin_explicit
     assert settings.interval_ms == 500
-    assert [w.parsed.port for w in settings.witnesses] == [443, 8440]
+    assert [w.parsed.effective_port for w in settings.witnesses] == [443, 8440]
     assert [w.key.text() for w in settings.witnesses] == [witness_key(1), witness_key(2)]
 
 

@@ -30,13 +30,13 @@ import socket
 import ssl
 import struct
 from collections.abc import Awaitable, Callable
-from urllib.parse import urlsplit
 
 import attrs
 import h11
 import trio
 
 from .._errors import PeerError, UnavailableError
+from ..proto._grammar import Url
 
 MAX_BODY = 256 * 1024
 REQUEST_TIMEOUT_S = 10.0
@@ -315,25 +315,6 @@ async def _served(one: Callable[[trio.SocketStream], Awaitable[None]],
 # -- the client --------------------------------------------------------------------
 
 
-@attrs.frozen(kw_only=True)
-class Url:
-    scheme: str
-    host: str
-    port: int
-    path: str
-
-    @classmethod
-    def parse(cls, text: str) -> Url:
-        parts = urlsplit(text)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"{text!r} is not an http:// or https:// URL")
-        if parts.query or parts.fragment or parts.username or parts.password:
-            raise ValueError(f"{text!r}: no query, fragment or user in a witness URL")
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        return cls(scheme=parts.scheme, host=parts.hostname, port=port,
-                   path=parts.path.rstrip("/"))
-
-
 async def request(url: Url, method: str, path: str, body: bytes = b"", *,
                   timeout_s: float = REQUEST_TIMEOUT_S,
                   content_type: str = "text/plain; charset=utf-8") -> HttpResponse:
@@ -342,20 +323,21 @@ async def request(url: Url, method: str, path: str, body: bytes = b"", *,
         try:
             if url.scheme == "https":
                 stream: trio.abc.Stream = await trio.open_ssl_over_tcp_stream(
-                    url.host, url.port, ssl_context=ssl.create_default_context())
+                    url.host, url.effective_port, ssl_context=ssl.create_default_context())
             else:
-                stream = await trio.open_tcp_stream(url.host, url.port)
+                stream = await trio.open_tcp_stream(url.host, url.effective_port)
         except OSError as exc:
-            raise HttpError(f"cannot connect to {url.host}:{url.port}: "
+            raise HttpError(f"cannot connect to {url.host}:{url.effective_port}: "
                             f"{exc.strerror or exc}") from exc
         async with stream:
             conn = h11.Connection(h11.CLIENT)
             host = url.host if ":" not in url.host else f"[{url.host}]"
-            headers = [("host", f"{host}:{url.port}"), ("content-length", str(len(body))),
+            headers = [("host", f"{host}:{url.effective_port}"), ("content-length", str(len(body))),
                        ("content-type", content_type), ("connection", "close")]
             try:
                 await _send(conn, stream,
-                            h11.Request(method=method, target=url.path + path, headers=headers),
+                            h11.Request(method=method, target=url.path_prefix + path,
+                                        headers=headers),
                             h11.Data(data=body), h11.EndOfMessage())
                 event = await _next_event(conn, stream)
                 if not isinstance(event, h11.Response):

@@ -24,7 +24,7 @@ from ..proto._errors import DecodeError
 from ..proto._framing import FrameDecoder, encode_frame
 from ._unix import peer_credentials, served_by
 
-FailedAt = Literal["connect", "wrong_server", "send", "bad_frame", "timeout", "receive",
+FailedAt = Literal["connect", "wrong_server", "send", "undecodable", "timeout", "receive",
                    "closed"]
 _RECEIVE_CHUNK = 65536
 
@@ -74,7 +74,7 @@ def _receive_one(sock: socket.socket, deadline: float) -> bytes:
         try:
             body = decoder.next_frame()
         except DecodeError as exc:
-            raise ExchangeFailed("bad_frame", sent=True, error=exc) from None
+            raise ExchangeFailed("undecodable", sent=True, error=exc) from None
         if body is not None:
             return body
         remaining = deadline - time.monotonic()
@@ -92,4 +92,4 @@ def _receive_one(sock: socket.socket, deadline: float) -> bytes:
         try:
             decoder.feed(data)
         except DecodeError as exc:
-            raise ExchangeFailed("bad_frame", sent=True, error=exc) from None
+            raise ExchangeFailed("undecodable", sent=True, error=exc) from None

@@ -76,6 +76,6 @@ class AdminPort:
         if failed.step in ("send", "receive"):
             strerror = error.strerror if isinstance(error, OSError) else None
             return f"brokerd at {where} broke the connection ({strerror or error})"
-        if failed.step == "bad_frame":
+        if failed.step == "undecodable":
             return f"brokerd at {where} sent an answer that does not decode ({error})"
         return f"brokerd at {where} closed the connection without an answer"

@@ -108,7 +108,7 @@ def _unreachable(path: Path, failed: ExchangeFailed, *, brokerd_uid: int,
     if step in ("send", "receive"):
         strerror = error.strerror if isinstance(error, OSError) else None
         return _maybe_acted(path, f"broke the connection ({strerror})")
-    if step == "bad_frame":
+    if step == "undecodable":
         return _maybe_acted(path, "sent a frame that does not decode")
     if step == "timeout":
         return _maybe_acted(path, f"did not answer within {timeout:g} s")

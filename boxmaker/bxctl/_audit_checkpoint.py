@@ -22,9 +22,10 @@ from .._audit_tree_scan import TreeFacts, verify_with_tree
 from .._checkpoint_files import read_all
 from .._error_table import shown
 from .._errors import UnavailableError
-from .._http._http11 import HttpError, Url, request
+from .._http._http11 import HttpError, request
 from .._state_files import NotRegularFile, read_regular
 from ..proto._escape import escape_line
+from ..proto._grammar import GrammarError, Url, parse_endpoint_url
 from ..proto.audit import ChainReport, OnRecord
 from ..proto.tlog import (
     TYPE_COSIGNATURE_V1,
@@ -98,8 +99,8 @@ def _fetch(url: Url, origin: str) -> bytes | None:
         return trio.run(get)
     except (HttpError, trio.TooSlowError) as exc:
         raise WitnessUnreachable(
-            f"the witness at {escape_line(str(url.host))}:{url.port} could not be asked for "
-            f"its latest checkpoint ({escape_line(str(exc) or 'no answer in time')}); nothing "
+            f"the witness at {escape_line(str(url.host))}:{url.effective_port} could not be asked "
+            f"for its latest checkpoint ({escape_line(str(exc) or 'no answer in time')}); nothing "
             "was checked") from exc
 
 
@@ -113,8 +114,8 @@ def gather(audit_dir: Path, origin: str, witness_url: str | None) -> list[Candid
             continue
     if witness_url is not None:
         try:
-            url = Url.parse(witness_url)
-        except ValueError as exc:
+            url = parse_endpoint_url(witness_url)
+        except GrammarError as exc:
             raise click.BadParameter(str(exc), param_hint="--witness") from exc
         fetched = _fetch(url, origin)
         if fetched is not None:

@@ -198,9 +198,9 @@ class SuggestGather:
         if entry is None:
             return
         grant, in_window, label = entry
-        if approval.verdict == "refused":
+        if approval.refused:
             self._refused.add(grant)
-        elif approval.verdict == "approved" and in_window:
+        elif approval.approved and in_window:
             self._approved[grant] = self._approved.get(grant, 0) + 1
             self._note_approved(grant, label)
 

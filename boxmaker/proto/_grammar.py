@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from typing import Literal
+from urllib.parse import urlsplit
 
 import attrs
 
@@ -153,6 +154,12 @@ class Url:
     def effective_port(self) -> int:
         return self.port if self.port is not None else DEFAULT_PORTS[self.scheme]
 
+    @property
+    def path_prefix(self) -> str:
+        """The path without its trailing slashes ("" for the root): what an endpoint's
+        request paths are appended to (``https://w.example/a/`` + ``/add-checkpoint``)."""
+        return self.target.rstrip("/")
+
 
 def url_problem(url: str) -> str | None:
     try:
@@ -160,6 +167,26 @@ def url_problem(url: str) -> str | None:
     except GrammarError as exc:
         return exc.message
     return None
+
+
+def parse_endpoint_url(text: str) -> Url:
+    """A URL the owner names for boxmaker's own client to reach (a witness): http or https,
+    a host name or an IP address (``[::1]`` is kept as ``::1``), an optional port, a path;
+    no query, fragment or user.  Not the fetch grammar above, which never names an IP
+    literal or a one-label host: this one is for endpoints, not for what a model asks.
+    Raises GrammarError."""
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError as exc:
+        raise GrammarError(f"{text!r} is not a URL: {exc}") from exc
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise GrammarError(f"{text!r} is not an http:// or https:// URL")
+    if parts.query or parts.fragment or parts.username or parts.password:
+        raise GrammarError(f"{text!r}: no query, fragment or user in an endpoint URL")
+    scheme: Scheme = "https" if parts.scheme == "https" else "http"
+    return Url(text=text, scheme=scheme, host=parts.hostname, port=port,
+               target=parts.path or "/")
 
 
 def parse_url(url: str) -> Url:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import attrs
@@ -99,6 +101,31 @@ def _write_new(path: Path, text: str, created: list[Path], mode: int = 0o600) ->
     return True
 
 
+_GIT_IDENTITY = ("-c", "user.name=boxmaker up", "-c", "user.email=boxmaker-up@localhost",
+                 "-c", "commit.gpgsign=false", "-c", "init.defaultBranch=main")
+
+
+def _init_demo_repository(demo: Path, created: list[Path]) -> None:
+    """Make the new demo directory a git repository with one commit, so that the starter
+    `demo-git-read` grant's `git status` has something to show (it exits 128 outside a
+    repository).  Only for a demo directory this call made, never in one the owner
+    already had; without git on PATH, or if git fails, the directory stays a plain one."""
+    git = shutil.which("git")
+    if git is None or (demo / ".git").exists():
+        return
+    steps = (("init", "-q"), ("add", "--", "notes"),
+             ("commit", "-q", "-m", "boxmaker up: the demo notes"))
+    for step in steps:
+        try:
+            done = subprocess.run([git, *_GIT_IDENTITY, *step], cwd=demo, stdin=subprocess.DEVNULL,
+                                  capture_output=True, timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return
+        if done.returncode != 0:
+            return
+    created.append(demo / ".git")
+
+
 def write_starter_home(
     home: Path,
     *,
@@ -120,6 +147,7 @@ def write_starter_home(
     if tools_image is not None and commands_image is not None:
         offer += [name for name in CATALOGUE.command_tools if name not in offer]
     demo = demo_notes.parent
+    demo_is_new = not demo.exists()
     if _write_new(home / "brokerd.toml", brokerd_toml(home, tools_image, commands_image),
                   created):
         mark_owned(home, "brokerd.toml", (home / "brokerd.toml").read_bytes())
@@ -236,12 +264,13 @@ not_match = [["git", "push"], ["git", "-c", "core.pager=sh", "log"]]
 """,
         created,
     )
-    _write_new(
+    if _write_new(
         demo_notes / "hello.md",
         "# Demo notes\n\nboxmaker up made this directory so the agent has something to read.\n"
         "Ask it: what is in my notes?\n",
         created,
         mode=0o644,
-    )
+    ) and demo_is_new:
+        _init_demo_repository(demo, created)
     (home / "logs").mkdir(exist_ok=True, mode=0o700)
     return StarterHome(home=home, demo_notes=demo_notes, created=created)

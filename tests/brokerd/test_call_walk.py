@@ -20,25 +20,24 @@ The walk is the tree of visits under the connection's shell task.  It holds:
   - the broker drives the call in its steps, and within each step (a subtree)
     no role is visited twice: the decision is one ledger step (table, then
     writer), the start one table move, the result one ledger step (table, writer).
+The recorder is tests/walks.py, shared with the turn walk (tests/loopd/test_turn_walk.py).
 See docs/decisions.md, issue 12 "the call walk".
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
-import types
 from collections.abc import Iterator
 from typing import Any
 
-import attrs
 import pytest
 import trio
 
 from tests.brokerd.test_serve import ECHO_ASK, ask, connect, echo_call, started
 from tests.fakes.brokerd import Home
+from tests.walks import Roles, Visit, Walks, contains, paths, roles_in
 
-ROLES: list[tuple[str, str, frozenset[str] | None]] = [
+ROLES: Roles = [
     ("shell", "boxmaker._sockets._framed_server", None),
     ("broker", "boxmaker.brokerd._broker", None),
     ("admin", "boxmaker.brokerd._admin", None),
@@ -51,73 +50,6 @@ role; the lead updates this list when the connection shell moves (issue 12 item 
 add its module under "shell")."""
 
 
-@attrs.define(eq=False)
-class Visit:
-    role: str
-    entry: str
-    children: list[Visit] = attrs.field(factory=list)
-
-    def shape(self) -> Any:
-        """(role, [children's shapes]) or the role alone, for messages."""
-        return (self.role, [c.shape() for c in self.children]) if self.children else self.role
-
-
-class Walks:
-    """The visits recorded by a profile function."""
-
-    def __init__(self) -> None:
-        self._files: dict[str, tuple[str, frozenset[str] | None]] = {}
-        for role, name, entries in ROLES:
-            module = importlib.import_module(name)
-            assert module.__file__ is not None
-            self._files[module.__file__] = (role, entries)
-        self._seen: dict[int, types.FrameType] = {}
-        self._visit_of: dict[int, Visit] = {}
-        self.roots: list[Visit] = []
-
-    def profile(self, frame: types.FrameType, event: str, arg: object) -> None:
-        if event != "call" or id(frame) in self._seen:
-            return
-        found = self._files.get(frame.f_code.co_filename)
-        if found is None:
-            return
-        self._seen[id(frame)] = frame  # kept alive, so that its id names only it
-        role, entries = found
-        parent = self._parent(frame)
-        if parent is not None and parent.role == role:
-            self._visit_of[id(frame)] = parent
-            return
-        if entries is not None and frame.f_code.co_name not in entries:
-            return  # a value read or built, not a visit
-        visit = Visit(role=role, entry=frame.f_code.co_name)
-        self._visit_of[id(frame)] = visit
-        (parent.children if parent is not None else self.roots).append(visit)
-
-    def _parent(self, frame: types.FrameType) -> Visit | None:
-        back = frame.f_back
-        while back is not None:
-            visit = self._visit_of.get(id(back))
-            if visit is not None:
-                return visit
-            back = back.f_back
-        return None
-
-
-def paths(visit: Visit, above: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
-    here = (*above, visit.role)
-    yield here
-    for child in visit.children:
-        yield from paths(child, here)
-
-
-def roles_in(visit: Visit) -> list[str]:
-    return [visit.role] + [r for c in visit.children for r in roles_in(c)]
-
-
-def contains(visit: Visit, role: str) -> bool:
-    return role in roles_in(visit)
-
-
 @pytest.fixture
 def home() -> Iterator[Home]:
     made = Home()
@@ -126,7 +58,7 @@ def home() -> Iterator[Home]:
 
 
 async def walk_of_one_allowed_call(home: Home) -> Visit:
-    walks = Walks()
+    walks = Walks(ROLES)
     async with trio.open_nursery() as nursery:
         handle = await started(nursery, home)
         with trio.fail_after(30):
@@ -163,7 +95,7 @@ async def test_an_approved_call_is_answered_in_one_admin_step(home: Home) -> Non
     """The owner's approve: shell -> admin -> ledger -> (table, writer), and the
     waiting call goes on in its own walk (table started, then its result)."""
     (home.grants / "echo.toml").write_text(ECHO_ASK)
-    walks = Walks()
+    walks = Walks(ROLES)
     async with trio.open_nursery() as nursery:
         handle = await started(nursery, home)
         with trio.fail_after(30):
@@ -198,7 +130,7 @@ async def test_an_approved_call_is_answered_in_one_admin_step(home: Home) -> Non
 def test_a_callback_is_seen_as_a_second_visit() -> None:
     """The recorder itself: a broker function that the ledger calls back (the old
     `rule` lambda of `Ledger.decide`) puts the broker on the path twice."""
-    walks = Walks()
+    walks = Walks(ROLES)
     files = {role: sys.modules[name].__file__ or "" for role, name, _ in ROLES}
     scope: dict[str, Any] = {}
     exec(compile("def handle(step, rule):\n    return step(rule)\n"

@@ -101,8 +101,8 @@ def test_a_server_of_another_uid_gets_nothing(serve: Callable[..., Server]) -> N
 
 @pytest.mark.parametrize(("reply", "step"), [
     (lambda conn, got: None, "closed"),
-    (lambda conn, got: conn.sendall(struct.pack(">I", 0)), "bad_frame"),
-    (lambda conn, got: conn.sendall(struct.pack(">I", 9 * 1024 * 1024)), "bad_frame"),
+    (lambda conn, got: conn.sendall(struct.pack(">I", 0)), "undecodable"),
+    (lambda conn, got: conn.sendall(struct.pack(">I", 9 * 1024 * 1024)), "undecodable"),
     (lambda conn, got: conn.sendall(frame(b'{"id":1}')[:6]), "closed"),
 ])
 def test_where_a_failure_after_sending_stops(serve: Callable[..., Server],

@@ -4,7 +4,9 @@ private, never overwritten, brokerd.toml marked as up's own."""
 
 from __future__ import annotations
 
+import shutil
 import stat
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -35,8 +37,35 @@ def made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
     starter = write_starter_home(home, upstream="http://127.0.0.1:8080", demo_notes=notes,
                                  tools_image=IMAGE, max_tokens=512, slots=2,
                                  n_ctx_per_slot=4096)
-    assert sorted(starter.created) == sorted([home / n for n in NAMES] + [notes / "hello.md"])
+    repository = [notes.parent / ".git"] if shutil.which("git") else []
+    assert sorted(starter.created) == sorted([home / n for n in NAMES] + [notes / "hello.md"]
+                                             + repository)
     return home, notes
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_the_new_demo_directory_is_a_git_repository_with_one_commit(
+        made: tuple[Path, Path]) -> None:
+    _, notes = made
+    demo = notes.parent
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=demo, capture_output=True,
+                            text=True, check=False)
+    assert (status.returncode, status.stdout) == (0, ""), status
+    log = subprocess.run(["git", "log", "--format=%an|%s", "--", "notes/hello.md"], cwd=demo,
+                         capture_output=True, text=True, check=True)
+    assert log.stdout == "boxmaker up|boxmaker up: the demo notes\n"
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_an_existing_demo_directory_is_not_made_a_repository(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    notes = tmp_path / "demo" / "notes"
+    notes.parent.mkdir()  # the owner's own directory, even without hello.md in it
+    starter = write_starter_home(tmp_path / "home", upstream="http://127.0.0.1:8080",
+                                 demo_notes=notes)
+    assert not (notes.parent / ".git").exists()
+    assert notes.parent / ".git" not in starter.created
 
 
 def test_every_file_is_private_and_loads(made: tuple[Path, Path]) -> None:

@@ -27,7 +27,8 @@ import trio
 import trio.testing
 
 from boxmaker._http import _http11
-from boxmaker._http._http11 import Url, request
+from boxmaker._http._http11 import request
+from boxmaker.proto._grammar import Url, parse_endpoint_url
 from boxmaker.witness._serve import serve
 from tests.fakes.tlog import ORIGIN, TestLog
 from tests.witness.test_serve import LOG_KEY, WITNESS, config
@@ -46,7 +47,7 @@ def _tcp_state(sock: trio.socket.SocketType) -> int:
 async def witness(tmp_path: Path) -> AsyncIterator[Url]:
     async with trio.open_nursery() as nursery:
         listeners = await nursery.start(serve, config(tmp_path), WITNESS)
-        url = Url.parse(f"http://127.0.0.1:{listeners[0].socket.getsockname()[1]}")
+        url = parse_endpoint_url(f"http://127.0.0.1:{listeners[0].socket.getsockname()[1]}")
         log = TestLog(LOG_KEY)
         log.append(6)
         assert (await request(url, "POST", "/add-checkpoint", log.add_body(0))).status == 200
@@ -57,7 +58,7 @@ async def witness(tmp_path: Path) -> AsyncIterator[Url]:
 async def _peer(url: Url, data: bytes = b"") -> trio.socket.SocketType:
     sock = trio.socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)  # reads nothing anyway
-    await sock.connect((url.host, url.port))
+    await sock.connect((url.host, url.effective_port))
     view = memoryview(data)
     while view:
         view = view[await sock.send(view):]
@@ -148,7 +149,7 @@ async def test_out_of_descriptors_pauses_with_one_line_per_interval(
     caplog.set_level(logging.WARNING, logger="boxmaker.http")
     try:
         resource.setrlimit(resource.RLIMIT_NOFILE, (_lowest_free_fd(), hard))
-        await peer.connect((witness.host, witness.port))  # the witness cannot accept it
+        await peer.connect((witness.host, witness.effective_port))  # the witness cannot accept it
         await peer.send(GET)
         await trio.sleep(3 * _http11.PAUSE_LOG_INTERVAL_S - 1)
     finally:

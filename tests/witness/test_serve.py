@@ -10,7 +10,8 @@ from urllib.parse import quote
 import pytest
 import trio
 
-from boxmaker._http._http11 import HttpRequest, Url, request
+from boxmaker._http._http11 import HttpRequest, request
+from boxmaker.proto._grammar import parse_endpoint_url
 from boxmaker.proto.tlog._checkpoint import cosigned_at, parse_signed_checkpoint
 from boxmaker.witness._config import WitnessConfig
 from boxmaker.witness._serve import Witness, serve
@@ -89,7 +90,7 @@ async def test_serve_over_tcp(tmp_path: Path) -> None:
         async with trio.open_nursery() as nursery:
             listeners = await nursery.start(serve, config(tmp_path), WITNESS)
             port = listeners[0].socket.getsockname()[1]
-            url = Url.parse(f"http://127.0.0.1:{port}")
+            url = parse_endpoint_url(f"http://127.0.0.1:{port}")
             log = TestLog(LOG_KEY)
             log.append(6)
             answer = await request(url, "POST", "/add-checkpoint", log.add_body(0))

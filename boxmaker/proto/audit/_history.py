@@ -65,12 +65,24 @@ class HistoryApproval:
     verdict: str
     """`approved`, `refused`, `expired`, `requester_gone` or `abandoned`."""
 
+    @property
+    def approved(self) -> bool:
+        return self.verdict == _APPROVED
+
+    @property
+    def refused(self) -> bool:
+        """The owner said no (04-audit's `approval` verdict; a word of the record, which
+        the denial code of the same spelling answers on the wire)."""
+        return self.verdict == _REFUSED
+
 
 OnCall = Callable[[HistoryCall], None]
 OnApproval = Callable[[HistoryApproval], None]
 OnLine = Callable[[bytes, LineFacts], None]
 """What takes the verifier's lines (`ChainVerifier`'s `on_line`), as `HistoryReader.feed`."""
 
+_APPROVED: Final = "approved"
+_REFUSED: Final = "refused"
 _ARGS_START: Final = ',"args":{'
 _PEER: Final = ',"peer":{"uid":'
 _TOOL_START: Final = '","tool":'

@@ -83,10 +83,12 @@ class Drift:
     source: tuple[str, ...]
     """The `source` fields that differ from the pin's."""
 
+    def _groups(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """(tool status, names) for the three kinds of difference, in the record's order."""
+        return (("added", self.added), ("removed", self.removed), ("changed", self.changed))
+
     def reason(self) -> str:
-        parts = [f"{len(names)} {word}" for names, word in (
-            (self.added, "added"), (self.removed, "removed"), (self.changed, "changed"))
-            if names]
+        parts = [f"{len(names)} {word}" for word, names in self._groups() if names]
         text = "the tool list differs from the pin"
         if parts:
             text += ": " + ", ".join(parts)
@@ -100,8 +102,9 @@ class Drift:
         """The `drift` field of an `mcp_server drifted` record, bounded."""
         def bounded(names: tuple[str, ...]) -> list[str]:
             return sorted(name[:MAX_NAME] for name in names)[:MAX_LISTED]
-        return {"pinned": self.pinned, "added": bounded(self.added),
-                "removed": bounded(self.removed), "changed": bounded(self.changed)}
+        record: dict[str, Any] = {"pinned": self.pinned}
+        record.update((word, bounded(names)) for word, names in self._groups())
+        return record
 
 
 def drift(pin: Pin, *, protocol: str, source: PinSource,

@@ -13,10 +13,11 @@ import trio
 
 from boxmaker._checkpoint_config import WitnessSetting
 from boxmaker._checkpoint_files import cosigned_name, read_checkpoint
-from boxmaker._http._http11 import HttpRequest, HttpResponse, Url, serve_tcp
+from boxmaker._http._http11 import HttpRequest, HttpResponse, serve_tcp
 from boxmaker.brokerd.log._checkpointer import Checkpointer
 from boxmaker.brokerd.log._tiles import TreeStore
 from boxmaker.brokerd.log._witness_push import PushFailed, WitnessPusher
+from boxmaker.proto._grammar import parse_endpoint_url
 from boxmaker.proto.tlog._checkpoint import cosigned_at, parse_signed_checkpoint
 from boxmaker.proto.tlog._note import TYPE_COSIGNATURE_V1, TYPE_ED25519, Signer
 from boxmaker.witness._config import WitnessConfig
@@ -37,7 +38,7 @@ def checkpointer(audit: Path) -> Checkpointer:
 def pusher(audit: Path, cp: Checkpointer, port: int,
            key: Signer = WITNESS) -> WitnessPusher:
     url = f"http://127.0.0.1:{port}"
-    setting = WitnessSetting(url=url, parsed=Url.parse(url), key=key.verifier)
+    setting = WitnessSetting(url=url, parsed=parse_endpoint_url(url), key=key.verifier)
     return WitnessPusher(setting, checkpointer=cp, log_key=LOG.verifier, audit_dir=audit,
                          fsync=False)
 
