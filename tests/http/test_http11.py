@@ -174,7 +174,7 @@ async def test_after_close_is_called_once_per_closed_connection() -> None:
         async with trio.open_nursery() as nursery:
             listeners = await nursery.start(functools.partial(
                 serve_tcp, Recorder(), "127.0.0.1", 0, after_close=after_close))
-            url = Url.parse(f"http://127.0.0.1:{listeners[0].socket.getsockname()[1]}/")
+            url = parse_endpoint_url(f"http://127.0.0.1:{listeners[0].socket.getsockname()[1]}/")
             for number in range(3):
                 answer = await request(url, "POST", "x", b"%d" % number,
                                        content_type="text/plain")
