@@ -31,6 +31,7 @@ from ._passkey_origin import check_passkey_settings
 from ._paths import UID_MAX, absolute, boxmaker_home, default_socket, under
 from ._protected import ProtectedSet, protected_set
 from ._toml import TomlFileError, parse_toml
+from .proto.mcp import ToolSourcesConfig, parse_tool_sources
 
 TTL_MS_MAX = 86_400_000
 """A day: the longest an approval may wait."""
@@ -126,6 +127,14 @@ class CheckpointsTable:
 
 
 @attrs.frozen(kw_only=True)
+class ToolSourcesTable:
+    """`[tool_sources]` (12-tool-sources): where the `sources/*.toml` files are."""
+
+    dir: str = "sources"
+    """Relative to the home, or absolute; a missing directory means no servers."""
+
+
+@attrs.frozen(kw_only=True)
 class BrokerdFile:
     """brokerd.toml exactly as written (every table and key optional)."""
 
@@ -139,6 +148,7 @@ class BrokerdFile:
     checkpoints: CheckpointsTable = attrs.field(factory=CheckpointsTable)
     commands: CommandsTable | None = None
     """`[commands]` (12-tool-sources): absent, run_command has no image to run in."""
+    tool_sources: ToolSourcesTable = attrs.field(factory=ToolSourcesTable)
 
 
 @attrs.frozen(kw_only=True)
@@ -178,6 +188,16 @@ class BrokerdConfig:
     require_passkey: bool = False
     commands: CommandsSettings | None = None
     """`[commands]`, or None when brokerd.toml has none."""
+    tool_sources: ToolSourcesConfig | None = None
+    """`[tool_sources]` with `dir` absolute (12-tool-sources); None only in configs
+    built by hand, which then read `home/sources`."""
+
+    @property
+    def sources(self) -> Path:
+        """The sources directory (`*.toml` declaring MCP servers), absolute."""
+        if self.tool_sources is None:
+            return self.home / "sources"
+        return Path(self.tool_sources.dir)
 
     @property
     def single_uid(self) -> bool:
@@ -340,6 +360,9 @@ def _check(raw: BrokerdFile) -> None:
     ):
         raise ConfigError(
             "brokerd", "runner.image: name the tools image by digest (sha256:...), not a tag")
+    _, problems = parse_tool_sources({"dir": raw.tool_sources.dir})
+    if problems:
+        raise ConfigError("brokerd", problems[0])
     for text, where in (
         (raw.home, "home"),
         (raw.paths.grants, "paths.grants"),
@@ -396,7 +419,8 @@ def _resolve(raw: BrokerdFile, source: Path | None, *, own_uid: int | None) -> B
         if raw.policy.protected is not None
         else [str(absolute(boxmaker_home()))]
     )
-    own = [home, grants, audit, state, broker_socket.parent, admin_socket.parent]
+    sources = absolute(under(home, raw.tool_sources.dir))
+    own = [home, grants, audit, state, sources, broker_socket.parent, admin_socket.parent]
     if source is not None:
         own.append(absolute(source).parent)
     protected: list[str] = []
@@ -438,6 +462,7 @@ def _resolve(raw: BrokerdFile, source: Path | None, *, own_uid: int | None) -> B
         origins=tuple(raw.approvals.origins or ()),
         require_passkey=raw.approvals.require_passkey,
         commands=None if raw.commands is None else resolve_commands(raw.commands),
+        tool_sources=ToolSourcesConfig(dir=os.fsdecode(sources)),
     )
 
 

@@ -44,6 +44,8 @@ DenialCode = Literal[
     "unsafe_target",
     "approvals_exhausted",
     "too_many_pending",
+    "sources_invalid",
+    "source_unpinned",
 ]
 
 ERROR_RUNBOOKS: Final[Mapping[ErrorCode, str | None]] = {
@@ -78,6 +80,8 @@ DENIAL_RUNBOOKS: Final[Mapping[DenialCode, str | None]] = {
     "unsafe_target": None,
     "approvals_exhausted": "docs/runbook.md#approvals-exhausted",
     "too_many_pending": "docs/runbook.md#too-many-pending",
+    "sources_invalid": "docs/runbook.md#sources-invalid",
+    "source_unpinned": "docs/runbook.md#source-unpinned",
 }
 """broker.sock denial codes and the runbook pointer each carries."""
 
@@ -115,6 +119,10 @@ MODEL_TEXT: Final[Mapping[str, str]] = {
     "unsafe_target": "The call was not run: its target is not safe (a link or a private address).",
     "approvals_exhausted": "The call was not run: too many calls are waiting for the owner.",
     "too_many_pending": "The call was not run: too many calls are waiting for the owner.",
+    "sources_invalid": "The owner's policy refused this call: the owner's tool-source files "
+                       "are invalid.",
+    "source_unpinned": "The owner's policy refused this call: the owner has not reviewed this "
+                       "tool's server.",
     "runner_unavailable": "The call was not run: tools cannot run right now.",
     "audit_unavailable": "The call was not run: the audit log cannot be written.",
     "broker_unavailable": "The call was not run: the policy daemon did not answer.",

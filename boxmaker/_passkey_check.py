@@ -11,8 +11,7 @@ sidecar needs no chain of its own: a different nonce or RP id makes a
 challenge the owner's key never signed.
 
 Also here, shared with brokerd's live check: a ceremony made in a frame is
-refused (`check_not_framed`).  Pure: no I/O.  `webauthn` is imported by `recheck`
-when it first runs (brokerd imports this module for `check_not_framed`; issue 23).
+refused (`check_not_framed`).  Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -122,6 +121,8 @@ def recheck(logged: LoggedApproval, kept: bytes, sidecar: bytes) -> str | None:
         return "the kept assertion is not the one the approval record names (its hash differs)"
     if logged.public_key is None:
         return f"credential {logged.credential_id[:16]}... was not enrolled when it approved"
+    # webauthn is imported when an assertion is checked: `bxctl audit verify` of a log
+    # without one starts without it
     from webauthn import verify_authentication_response
     from webauthn.helpers.exceptions import WebAuthnException
 

@@ -134,3 +134,39 @@ def test_the_launcher_is_podman_unless_oci_is_asked_for() -> None:
     assert default.runner.launcher == "podman"  # type: ignore[attr-defined]
     oci = parse('home = "/var/lib/b"\n[runner]\nkind = "podman"\nlauncher = "oci"\n')
     assert oci.runner.launcher == "oci"  # type: ignore[attr-defined]
+
+
+def test_tool_sources_default_relative_and_absolute(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    config = parse_config(b'home = "/h"\n', None, own_uid=1000)
+    assert config.sources == Path("/h/sources")
+    assert config.tool_sources is not None and config.tool_sources.dir == "/h/sources"
+    assert "/h/sources" in config.own_protected and "/h/sources" in config.protected
+    relative = parse_config(b'home = "/h"\n[tool_sources]\ndir = "mcp/servers"\n', None,
+                            own_uid=1000)
+    assert relative.sources == Path("/h/mcp/servers")
+    absolute = parse_config(b'home = "/h"\n[tool_sources]\ndir = "/etc/bm/sources"\n', None,
+                            own_uid=1000)
+    assert absolute.sources == Path("/etc/bm/sources")
+    # Protected like the grants directory (03-policy D2b): outside the home too.
+    assert "/etc/bm/sources" in absolute.protected
+    assert "/etc/bm/sources" in absolute.own_protected
+
+
+@pytest.mark.parametrize("text", [
+    "[tool_sources]\ndir = ''\n",
+    "[tool_sources]\ndir = 'a/../b'\n",
+    "[tool_sources]\ndir = './s'\n",
+    "[tool_sources]\ndir = 's//t'\n",
+    "[tool_sources]\ndir = '/etc/bm/'\n",
+    "[tool_sources]\ndir = '/'\n",
+    '[tool_sources]\ndir = "s\\u0000"\n',
+    '[tool_sources]\ndir = "s\\u0007"\n',
+    "[tool_sources]\ndir = 5\n",
+    "[tool_sources]\nmax_containers = 4\n",
+    "[tool_sources]\nextra = 'x'\n",
+    "tool_sources = 'sources'\n",
+])
+def test_tool_sources_refused(text: str) -> None:
+    with pytest.raises(ConfigError, match="tool_sources"):
+        parse(text)

@@ -65,6 +65,24 @@ class ChunkedDecoder:
         """Some of the body has been read and it is not complete."""
         return self._state != _DONE
 
+    @property
+    def in_size_line(self) -> bool:
+        """Before or inside a chunk's size line (not the trailer, not done)."""
+        return self._state == _SIZE
+
+    def chunk_left(self) -> int | None:
+        """How many more bytes end the open chunk (its data's rest and CRLF): 0 at
+        the start of a size line with nothing held, None inside a size line, the
+        trailer, or after the end."""
+        state = self._state
+        if state == _SIZE:
+            return None if self._buffer else 0
+        if state == _DATA:
+            return self._left + 2
+        if state == _DATA_END:
+            return 2 - len(self._buffer)
+        return None
+
     @staticmethod
     def _whole_chunks(buf: bytes, out: list[bytes]) -> int:
         """The fast path: leading whole chunks with a bare hex size whose data

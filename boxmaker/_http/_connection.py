@@ -7,7 +7,8 @@ or streamed (`send_head`, `send_body_data`..., `send_end`: the body sent
 piece by piece as it arrives, which is how inferproxy forwards); then
 `receive_head`, `receive_body_data` (the body as it arrives: each call
 returns what one read from the socket completed, as one piece), `read_body`
-(bounded), `aclose`.
+(bounded), `aclose`; or, for a chunked body decoded by the caller,
+`receive_raw_body` (the SSE stream's, `_sse_chunked`).
 
 h11 writes the request and parses the response head and plain bodies; a
 chunked body is decoded by `_chunked.ChunkedDecoder` (h11's per-chunk cost is
@@ -230,6 +231,23 @@ class HttpConnection:
             raise InferenceProtocolError(  # pragma: no cover - h11 allows nothing else here
                 f"unexpected {type(event).__name__} before the response head"
             )
+
+    @property
+    def chunked(self) -> bool:
+        """The response body is chunked (known once the head is received)."""
+        return self._chunked is not None
+
+    async def receive_raw_body(self) -> bytes:
+        """For a chunked body its caller decodes itself (`_sse_chunked`): the next
+        bytes as read, the body's framing included (first those h11 had read past
+        the head).  b"" once the server closed the connection."""
+        data = self._pending
+        if data:
+            self._pending = b""
+            return data
+        if self._eof:
+            return b""
+        return await self._receive_raw()
 
     async def receive_body_data(self) -> bytes | None:
         """The next piece of the body: what the next socket read completed.

@@ -76,16 +76,18 @@ class ChatStream:
 
     async def __anext__(self) -> ChatDelta:
         while not self._queue:
-            try:
-                event = await self._sse.__anext__()
-            except StopAsyncIteration:
+            if self._ended:
+                raise StopAsyncIteration
+            # the data of every event one read completed (events with only other
+            # fields are skipped; an error event raised once those before it came)
+            batch = await self._sse.receive_data()
+            if not batch:
                 self._ended = True
-                raise
-            if event.data is None:
-                continue  # an event with only other fields (not error: that raised)
-            for delta in decode_chunk(event.data):
-                self.assembler.add(delta)
-                self._queue.append(delta)
+                raise StopAsyncIteration
+            for data in batch:
+                for delta in decode_chunk(data):
+                    self.assembler.add(delta)
+                    self._queue.append(delta)
         return self._queue.popleft()
 
     def result(self) -> ChatResult:

@@ -114,6 +114,21 @@ class SSEParser:
         self._pending_bytes = 0
 
     @property
+    def max_event_bytes(self) -> int:
+        return self._max
+
+    def at_boundary(self, *, allow_start: bool = False) -> bool:
+        """Between two events: nothing held, no CR just before, and (unless
+        `allow_start`) past the stream's first line, where a BOM may come."""
+        return not (self._buffer or self._data or self._has_fields or self._skip_lf
+                    or (self._at_start and not allow_start))
+
+    def started(self) -> None:
+        """A caller that parsed the first line itself (it starts with ``data: ``):
+        no BOM can come any more."""
+        self._at_start = False
+
+    @property
     def in_event(self) -> bool:
         """True when a partial line or a partial event is held."""
         return bool(self._buffer) or self._has_fields or bool(self._data)

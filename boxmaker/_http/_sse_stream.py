@@ -2,7 +2,10 @@
 
 ``async with open_sse(endpoint, target, body, timeouts=...) as stream:
 async for event in stream`` yields every SSE event as soon as the read that
-completed it returns; ``data: [DONE]`` is the only normal end.  Errors before
+completed it returns; ``data: [DONE]`` is the only normal end.  Or
+``await stream.receive_data()``: the data of every event one read completed,
+as one list (what `ChatStream` reads: no step per event).  A chunked body is
+decoded together with its events (`_sse_chunked`).  Errors before
 the stream (a non-200 status) raise `InferenceHTTPError`; an error event
 (``data: {"error": ...}`` or an older ``error: ...`` line) raises
 `InferenceStreamError`; an end without [DONE] raises `InferenceClosed`.
@@ -16,24 +19,28 @@ generating.  One new connection per request; never a half-close.
 
 from __future__ import annotations
 
-import collections
 import math
 from collections.abc import Sequence
 from types import TracebackType
 
 import trio
 
+from ._chunked import ChunkedError
 from ._connection import HttpConnection
 from ._endpoint import Endpoint, ResponseHead, Timeouts, deadline_after
 from ._error_answers import stream_error, timeout_error
 from ._errors import (
     InferenceClosed,
     InferenceProtocolError,
+    InferenceStreamError,
     InferenceTimeout,
     shown,
 )
 from ._fetch import read_error
 from ._sse import SSEError, SSEEvent, SSEParser
+from ._sse_chunked import ChunkedEvents, Item, items_of
+
+_new_tuple = tuple.__new__
 
 
 class SSEStream:
@@ -66,12 +73,14 @@ class SSEStream:
         self._headers = headers
         self._conn: HttpConnection | None = None
         self._parser = SSEParser()
-        self._queue: collections.deque[SSEEvent] = collections.deque()
+        self._chunked: ChunkedEvents | None = None  # a chunked body: decoded with its events
+        self._items: list[Item] = []  # what the last read completed; _next: the next to hand
+        self._next = 0
         self._total_deadline = math.inf
         self._first_deadline = math.inf
         self._got_first = False
         self._done = False
-        self._plain = False  # the queued events need no [DONE]/error checks
+        self._plain = False  # the held items need no [DONE]/error checks
         self.head: ResponseHead | None = None
 
     @property
@@ -119,6 +128,8 @@ class SSEStream:
                 f"the inference server at {self._endpoint} answered with content type"
                 f" {shown(head.content_type, 80)!r}, not text/event-stream"
             )
+        if conn.chunked:
+            self._chunked = ChunkedEvents(self._parser)
 
     def _which_timeout(self) -> InferenceTimeout:
         t = self._timeouts
@@ -146,25 +157,68 @@ class SSEStream:
         return self
 
     async def __anext__(self) -> SSEEvent:
-        queue = self._queue
-        while not queue:
+        items = self._items
+        while self._next >= len(items):
             if self._done:
                 raise StopAsyncIteration
             await self._receive_more()
-        event = queue.popleft()
-        if self._plain:
-            return event
-        if event.data == "[DONE]":
-            self._done = True
-            queue.clear()
-            raise StopAsyncIteration
-        if event.data is not None and event.data.startswith('{"error"'):
-            raise stream_error(event.data, self._endpoint)
-        if event.fields:
-            old_error = event.field("error")
+            items = self._items
+        item = items[self._next]
+        self._next += 1
+        if type(item) is str:
+            if not self._plain:
+                self._check_data(item)
+            return _new_tuple(SSEEvent, (item, None, None, None, ()))
+        assert isinstance(item, SSEEvent)
+        if item.data is not None:
+            self._check_data(item.data)
+        if item.fields:
+            old_error = item.field("error")
             if old_error is not None:
                 raise stream_error(old_error, self._endpoint)
-        return event
+        return item
+
+    def _check_data(self, data: str) -> None:
+        if data == "[DONE]":
+            self._done = True
+            self._items = []
+            self._next = 0
+            raise StopAsyncIteration
+        if data.startswith('{"error"'):
+            raise stream_error(data, self._endpoint)
+
+    async def receive_data(self) -> list[str]:
+        """The data of the events the next read completed, in order (never empty),
+        or [] once ``data: [DONE]`` ended the stream.
+
+        An event without a ``data`` line is skipped.  Errors are raised as by
+        iteration, once the events before them were returned."""
+        while True:
+            while self._next >= len(self._items):
+                if self._done:
+                    return []
+                await self._receive_more()
+            items = self._items
+            if self._plain:  # every item is the data of a plain event
+                out = items if self._next == 0 else items[self._next :]
+                self._items = []
+                self._next = 0
+                return out  # type: ignore[return-value]
+            data: list[str] = []
+            while self._next < len(items):
+                try:
+                    event = await self.__anext__()  # holds: it does not read here
+                except StopAsyncIteration:
+                    return data
+                except InferenceStreamError:
+                    if data:
+                        self._next -= 1  # raised by the next call
+                        return data
+                    raise
+                if event.data is not None:
+                    data.append(event.data)
+            if data:
+                return data
 
     async def _receive_more(self) -> None:
         conn = self._conn
@@ -177,8 +231,15 @@ class SSEStream:
                 deadline = min(deadline, trio.current_time() + idle_s)
         else:
             deadline = min(self._total_deadline, self._first_deadline)
+        chunked = self._chunked
+        data: bytes | None
         with trio.CancelScope(deadline=deadline) as scope:
-            data = await conn.receive_body_data()
+            if chunked is None:
+                data = await conn.receive_body_data()
+            elif chunked.done:
+                data = None
+            else:
+                data = await conn.receive_raw_body()
         if scope.cancelled_caught:
             raise self._which_timeout()
         if data is None:
@@ -188,15 +249,30 @@ class SSEStream:
                 f"the inference server at {self._endpoint} ended the answer {what}"
             )
         try:
-            events = self._parser.feed(data)
+            if chunked is None:
+                items = items_of(self._parser.feed(data))
+                plain = self._parser.last_plain
+            elif not data:
+                raise InferenceClosed(
+                    f"the inference server at {self._endpoint} closed the connection"
+                    " before the answer was complete"
+                )
+            else:
+                items = chunked.feed(data)
+                plain = chunked.plain
         except SSEError as exc:
             raise InferenceProtocolError(
                 f"the inference server at {self._endpoint} sent a bad event stream: {exc}"
             ) from exc
-        if events:
+        except ChunkedError as exc:
+            raise InferenceProtocolError(
+                f"the inference server at {self._endpoint} sent a bad chunked body: {exc}"
+            ) from exc
+        if items:
             self._got_first = True
-            self._plain = self._parser.last_plain
-            self._queue.extend(events)
+            self._plain = plain
+            self._items = items
+            self._next = 0
 
 
 def open_sse(

@@ -1,14 +1,19 @@
-"""The client side of one framed request (02-wire): connect, check the server, one answer.
+"""The client side of a framed request (02-wire): connect, check the server, read frames.
 
 bxctl and the approval page ask brokerd's admin.sock the same way, one
 request per connection: connect; check with SO_PEERCRED that the socket is
 served by the expected uid (`served_by`) *before* sending anything, so that a
 socket planted by someone else cannot show a fake approval; send the request
-frame; read one answer frame within what is left of the time limit.
+frame; read one answer frame within what is left of the time limit
+(`exchange`).  `bxctl chat --say` asks loop.sock the same way and then reads
+every frame of the turn (`open_link`, `FramedLink.receive`), each wait bounded
+by a deadline when the caller gives one; every frame is bounded by the
+framing's limit (8 MiB; a header over it is refused before its body is read).
 
-Blocking (a thread for trio callers).  Every failure is an `ExchangeFailed`
-that says at which step it happened and whether the request had gone out;
-each caller words it its own way.
+Blocking, with no trio (a thread for trio callers): a short-lived bxctl does
+not pay for trio's import.  Every failure is an `ExchangeFailed` that says at
+which step it happened and whether the request had gone out; each caller
+words it its own way.  The framing itself is the sans-IO `FrameDecoder`.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from typing import Literal
 
 from .._errors import UnavailableError
 from ..proto._errors import DecodeError
-from ..proto._framing import FrameDecoder, encode_frame
+from ..proto._framing import MAX_FRAME, FrameDecoder, encode_frame
 from ._unix import peer_credentials, served_by
 
 FailedAt = Literal["connect", "wrong_server", "send", "undecodable", "timeout", "receive",
@@ -46,12 +51,70 @@ class ExchangeFailed(UnavailableError):
         self.server_uid = server_uid
 
 
-def exchange(path: Path, request: bytes, *, server_uid: int, timeout: float) -> bytes:
-    """Send the frame body `request` to the socket at `path`; the answer frame's body."""
-    deadline = time.monotonic() + timeout
+class FramedLink:
+    """One connection that carries one request and the frames that answer it."""
+
+    def __init__(self, sock: socket.socket, max_frame: int = MAX_FRAME) -> None:
+        self._sock = sock
+        self._decoder = FrameDecoder(max_frame)
+
+    def __enter__(self) -> FramedLink:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def receive(self, deadline: float | None = None) -> bytes | None:
+        """The next frame's body; None when the server closed the connection between frames.
+
+        `deadline` (a `time.monotonic()` time) bounds the wait; None waits as long as
+        the server takes (a turn waiting for the owner; Ctrl-C still interrupts).
+        ExchangeFailed (sent): "undecodable" for a header out of the framing's range,
+        refused before its body is read; "timeout" at the deadline; "receive" for an
+        OSError; "closed" when the server closed inside a frame.
+        """
+        decoder = self._decoder
+        while True:
+            try:
+                body = decoder.next_frame()
+            except DecodeError as exc:
+                raise ExchangeFailed("undecodable", sent=True, error=exc) from None
+            if body is not None:
+                return body
+            if deadline is None:
+                self._sock.settimeout(None)
+            else:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise ExchangeFailed("timeout", sent=True)
+                self._sock.settimeout(remaining)
+            try:
+                data = self._sock.recv(min(_RECEIVE_CHUNK, max(decoder.wanted, 4096)))
+            except TimeoutError:
+                raise ExchangeFailed("timeout", sent=True) from None
+            except OSError as exc:
+                raise ExchangeFailed("receive", sent=True, error=exc) from None
+            if not data:
+                if decoder.buffered:
+                    raise ExchangeFailed("closed", sent=True)
+                return None
+            try:
+                decoder.feed(data)
+            except DecodeError as exc:
+                raise ExchangeFailed("undecodable", sent=True, error=exc) from None
+
+
+def open_link(path: Path, request: bytes, *, server_uid: int, connect_timeout: float,
+              max_frame: int = MAX_FRAME) -> FramedLink:
+    """Connect to `path` (within `connect_timeout`), check that `server_uid` serves it,
+    send the frame body `request`; the link to read the answers from, to be used in a
+    ``with`` block: leaving it closes the connection (to loopd: the turn is cancelled)."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
     try:
-        sock.settimeout(timeout)
+        sock.settimeout(connect_timeout)
         try:
             sock.connect(os.fsencode(path))
         except OSError as exc:
@@ -63,33 +126,17 @@ def exchange(path: Path, request: bytes, *, server_uid: int, timeout: float) -> 
             sock.sendall(encode_frame(request))
         except OSError as exc:
             raise ExchangeFailed("send", sent=True, error=exc) from None
-        return _receive_one(sock, deadline)
-    finally:
+    except BaseException:
         sock.close()
+        raise
+    return FramedLink(sock, max_frame)
 
 
-def _receive_one(sock: socket.socket, deadline: float) -> bytes:
-    decoder = FrameDecoder()
-    while True:
-        try:
-            body = decoder.next_frame()
-        except DecodeError as exc:
-            raise ExchangeFailed("undecodable", sent=True, error=exc) from None
-        if body is not None:
-            return body
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise ExchangeFailed("timeout", sent=True)
-        sock.settimeout(remaining)
-        try:
-            data = sock.recv(_RECEIVE_CHUNK)
-        except TimeoutError:
-            raise ExchangeFailed("timeout", sent=True) from None
-        except OSError as exc:
-            raise ExchangeFailed("receive", sent=True, error=exc) from None
-        if not data:
-            raise ExchangeFailed("closed", sent=True)
-        try:
-            decoder.feed(data)
-        except DecodeError as exc:
-            raise ExchangeFailed("undecodable", sent=True, error=exc) from None
+def exchange(path: Path, request: bytes, *, server_uid: int, timeout: float) -> bytes:
+    """Send the frame body `request` to the socket at `path`; the answer frame's body."""
+    deadline = time.monotonic() + timeout
+    with open_link(path, request, server_uid=server_uid, connect_timeout=timeout) as link:
+        body = link.receive(deadline)
+    if body is None:
+        raise ExchangeFailed("closed", sent=True)
+    return body

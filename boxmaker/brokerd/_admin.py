@@ -45,6 +45,7 @@ from ..proto.wire import (
     RunnerStatus,
     SessionInfo,
     SessionRequest,
+    SourcesStatus,
     Status,
     StatusRequest,
     answer_of,
@@ -55,6 +56,7 @@ from ._admin_passkey import approval_passkey, declassify_passkey, handle_passkey
 from ._approvals import PendingApproval
 from ._context import Daemon
 from ._ledger import no_such_approval, no_such_session
+from ._tool_sources import EMPTY_SOURCES_DIGEST
 from .log._audit_writer import AuditUnavailable
 
 log = logging.getLogger("brokerd")
@@ -108,7 +110,18 @@ def status_of(daemon: Daemon) -> Status:
            if writer.failure else []),
         checkpoints=CheckpointsStatus(size=None, signed_at=None, witnesses=[])
         if daemon.checkpoints is None else daemon.checkpoints.status(daemon.format_time),
+        sources=sources_status(daemon),
     )
+
+
+def sources_status(daemon: Daemon) -> SourcesStatus:
+    """`Status.sources` (12-tool-sources)."""
+    if daemon.sources is None:
+        return SourcesStatus(ok=True, count=U64(0), digest=EMPTY_SOURCES_DIGEST,
+                             pinned=U64(0), unpinned=U64(0))
+    summary = daemon.sources.summary()
+    return SourcesStatus(ok=summary.ok, count=U64(summary.count), digest=summary.digest,
+                         pinned=U64(summary.pinned), unpinned=U64(summary.unpinned))
 
 
 async def handle_admin(stream: trio.abc.Stream, peer: PeerCred, daemon: Daemon,

@@ -39,11 +39,19 @@ from .._sockets._unix_accept import leave_connection_places
 from ..policy._decision import Decision
 from ..policy._model import GrantState
 from ..proto._json import dumps_bytes
-from ..proto.wire import BrokerAnswer, BrokerRequest, Pending, answer_of, encode_broker_answer
+from ..proto.wire import (
+    BrokerAnswer,
+    BrokerRequest,
+    Pending,
+    ToolsQuery,
+    answer_of,
+    encode_broker_answer,
+)
 from ._approvals import PendingApproval
 from ._call_events import Reply, Run, Started, bounded_request
 from ._context import Daemon
 from ._lifecycle import CallLifecycle
+from ._tools_query import record_mcp_events, tools_of
 from .log._audit_writer import AuditUnavailable
 from .runner._queue import RunnerBusy, RunQueue
 from .runner._spec import RunStatus
@@ -78,7 +86,12 @@ async def _handle(stream: trio.abc.Stream, peer: PeerCred, daemon: Daemon,
                   request: BrokerRequest) -> None:
     call = request.call
     rid = request.id
+    if isinstance(call, ToolsQuery):
+        await send_answer(stream, rid, await tools_of(daemon))
+        return
     grants, leading = daemon.refresh_grants()
+    if daemon.sources is not None:  # re-read like the grant set (12 "Configuration")
+        leading = [*leading, *daemon.sources.refresh()[1]]
     request_of, too_long = bounded_request(
         call.session, call.tool, call.args, peer_uid=peer.uid, peer_pid=peer.pid,
         max_args_bytes=daemon.config.max_args_bytes)
@@ -203,10 +216,12 @@ async def _run_and_settle(stream: trio.abc.Stream, rid: int, daemon: Daemon,
         output: dict[str, Any] | None
         message: str | None
         runbook: str | None = None
+        source: dict[str, Any] | None = None
+        mcp_status: str | None = None
         try:
             outcome = await daemon.runtimes.run(spec)
             status, output, message = outcome.status, outcome.output, outcome.message
-            runbook = outcome.runbook
+            runbook, source, mcp_status = outcome.runbook, outcome.source, outcome.mcp_status
         except Exception as exc:  # a bug in a runtime: the tool may have run
             log.exception("call %d: the runtime failed", call.call_id)
             status = "tool_failed"
@@ -222,7 +237,9 @@ async def _run_and_settle(stream: trio.abc.Stream, rid: int, daemon: Daemon,
             output = {"error": {"code": "output_too_large",
                                 "message": "the tool's output is larger than "
                                            "[runner] output_max_bytes"}}
-        reply = await daemon.ledger.settle(call, status, output, message, runbook=runbook)
+        reply = await daemon.ledger.settle(call, status, output, message, runbook=runbook,
+                                           source=source, mcp_status=mcp_status)
+        await record_mcp_events(daemon)
         await send_answer(stream, rid, _final(call, reply))
 
 

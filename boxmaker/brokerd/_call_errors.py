@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from .._errors import UnavailableError
 
-__all__ = ["CallFailed", "CallNotRecorded", "CommandsUnconfigured", "RunnerUnavailable",
-           "runner_unavailable"]
+__all__ = ["CallFailed", "CallNotRecorded", "CommandsUnconfigured", "PinMismatchAnswer",
+           "RunnerUnavailable", "SourceUnavailableAnswer", "runner_unavailable"]
 
 
 class CallFailed(UnavailableError):
@@ -33,6 +33,22 @@ class CommandsUnconfigured(RunnerUnavailable):
     """Answered with this pointer, not the code's own (`proto.wire.answer_of`)."""
 
 
+class PinMismatchAnswer(RunnerUnavailable):
+    """An `mcp.*` call whose server served another list than the pin: not sent
+    (12-tool-sources; recorded `pin_mismatch`)."""
+
+    runbook = "docs/runbook.md#pin-mismatch"
+    answer_runbook = runbook
+
+
+class SourceUnavailableAnswer(RunnerUnavailable):
+    """An `mcp.*` call whose server did not start, negotiate or list, or is cooling
+    down: not sent (12-tool-sources; recorded `source_unavailable`)."""
+
+    runbook = "docs/runbook.md#source-unavailable"
+    answer_runbook = runbook
+
+
 class CallNotRecorded(CallFailed):
     """The call's records could not be written; it is never run or answered `result`."""
 
@@ -43,7 +59,8 @@ class CallNotRecorded(CallFailed):
 def runner_unavailable(runbook: str | None, message: str) -> RunnerUnavailable:
     """The error of a call the runner could not run: `CommandsUnconfigured` when the
     runtime gave its pointer (`RunOutcome.runbook`), else `RunnerUnavailable`."""
-    if runbook == CommandsUnconfigured.runbook:
-        return CommandsUnconfigured(message)
+    for cls in (CommandsUnconfigured, PinMismatchAnswer, SourceUnavailableAnswer):
+        if runbook == cls.runbook:
+            return cls(message)
     return RunnerUnavailable(message)
 

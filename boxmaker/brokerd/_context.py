@@ -27,7 +27,9 @@ from ..proto.wire import ts_from_unix
 from ._ledger import Ledger
 from ._passkeys import PasskeyRegistry
 from ._policy_link import PolicyLink
+from ._tool_sources import ToolSources
 from .log._checkpoints_link import CheckpointsRuntime
+from .runner._mcp_runtime import McpEvent
 from .runner._queue import RunQueue
 from .runner._runtimes import Runtimes
 
@@ -99,6 +101,11 @@ class Daemon:
     passkeys: PasskeyRegistry = attrs.field(
         factory=lambda: PasskeyRegistry(rp_id=None, origins=(), clock=trio.current_time))
     """The owner's enrolled credentials (from the log) and live enrolment links."""
+    sources: ToolSources | None = None
+    mcp_events: list[McpEvent] = attrs.field(factory=list)
+    """What the MCP runtime saw during calls (drifts, cool-downs), not yet recorded."""
+    """The MCP tool sources and their pins (12-tool-sources); None in tests built
+    without them (no server is declared)."""
 
     def refresh_grants(self) -> tuple[GrantState, list[Event]]:
         """The current grant set, plus a `grants` record when it changed.

@@ -39,12 +39,14 @@ from typing import Any, Final, Literal, TypeGuard, get_args
 from .._error_table import condition
 from .._errors import InternalError
 from ..policy._decision import Ask, Decision
-from ..proto._convert import U64, InvalidValue, JsonObject
+from ..proto._convert import U64, InvalidValue, JsonObject, structure
 from ..proto._taint import Label, Taint
 from ..proto.audit import (
     ApprovalRecord,
     BoundedCall,
+    CommandSource,
     DecisionRecord,
+    McpSource,
     OutcomeAllowed,
     OutcomeAsk,
     OutcomeDenied,
@@ -206,8 +208,13 @@ class CallLifecycle:
             args=JsonObject({} if request.omitted is not None else request.args),
             peer=Peer(uid=U64(request.peer_uid), pid=U64(request.peer_pid)),
             omitted=request.omitted)
-        decision = DecisionRecord(call=U64(self.call_id), outcome=outcome, grant=verdict.grant,
-                                  state=event.taint, grants_digest=event.grants_digest)
+        effective = verdict.effective_args
+        decision = DecisionRecord(
+            call=U64(self.call_id), outcome=outcome, grant=verdict.grant, state=event.taint,
+            grants_digest=event.grants_digest,
+            effective_args=None if effective is None or effective == request.args
+            or request.omitted is not None else JsonObject(effective),
+            pin=verdict.pin)
         return Step(records=(call, decision), effects=effects, reply=reply)
 
     def _answered(self, verdict: Literal["approved", "refused", "expired", "requester_gone"],
@@ -259,15 +266,23 @@ class CallLifecycle:
         return Step()
 
     def _result(self, status: ResultStatus, output: dict[str, Any] | None, message: str | None,
-                taint: Taint, runbook: str | None = None) -> Step:
+                taint: Taint, runbook: str | None = None, source: dict[str, Any] | None = None,
+                mcp_status: str | None = None) -> Step:
         allow = self.allow
         label = allow.label or "public"
         untrusted = bool(allow.untrusted)
         ran = status in RAN
         after = taint.raised_by(label, untrusted) if ran else taint
-        record = ResultRecord(call=U64(self.call_id), status=status, label=label,
+        recorded: ResultStatus = status
+        if status == "runner_unavailable" and mcp_status in ("pin_mismatch",
+                                                             "source_unavailable"):
+            recorded = "pin_mismatch" if mcp_status == "pin_mismatch" else "source_unavailable"
+        record = ResultRecord(call=U64(self.call_id), status=recorded, label=label,
                               untrusted=untrusted, state=after,
-                              output=output_digest(output) if ran else None)
+                              output=output_digest(output) if ran else None,
+                              source=None if source is None else structure(
+                                  source, McpSource if source.get("kind") == "mcp"
+                                  else CommandSource))
         reply: Reply | None
         if status == "runner_unavailable":
             reply = _error(runner_unavailable(runbook,
@@ -289,7 +304,7 @@ class CallLifecycle:
 
     def _settled(self, event: Settled) -> Step:
         return self._result(event.status, event.output, event.message, event.taint,
-                            event.runbook)
+                            event.runbook, event.source, event.mcp_status)
 
     def _audit_failed(self, event: AuditFailed) -> Step:
         return Step(reply=_error(CallNotRecorded(event.message)))

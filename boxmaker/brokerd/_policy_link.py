@@ -9,7 +9,7 @@ builder of one), and only from an allowed Decision.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
@@ -17,15 +17,22 @@ import attrs
 from ..policy._commands import CommandGrant
 from ..policy._decide import decide, redecide
 from ..policy._decision import Ask, Decision, ProtectedPaths, ToolCall
+from ..policy._mcp_verdict import NO_SOURCES, McpRegistry
 from ..policy._model import GrantSet, GrantState
 from ..proto._taint import Taint
 from ..proto.tools import CATALOGUE
 from .runner._spec import RunSpec, build_run_spec
 
 
+def _no_sources() -> McpRegistry:
+    return NO_SOURCES
+
+
 @attrs.define
 class PolicyLink:
     protected: ProtectedPaths
+    registry: Callable[[], McpRegistry] = _no_sources
+    """The tool registry of this moment (12-tool-sources: brokerd's `ToolSources`)."""
 
     @classmethod
     def of(cls, protected: Iterable[str]) -> PolicyLink:
@@ -33,10 +40,12 @@ class PolicyLink:
 
     def decide(self, tool: str, args: dict[str, Any], taint: Taint,
                grants: GrantState) -> Decision | Ask:
-        return decide(ToolCall(tool=tool, args=args), taint, grants, self.protected)
+        registry = self.registry() if tool.startswith("mcp.") else NO_SOURCES
+        return decide(ToolCall(tool=tool, args=args), taint, grants, self.protected, registry)
 
     def redecide(self, asked: Ask, taint: Taint, grants: GrantState) -> Decision:
-        return redecide(asked, taint, grants, self.protected)
+        registry = self.registry() if asked.tool.startswith("mcp.") else NO_SOURCES
+        return redecide(asked, taint, grants, self.protected, registry)
 
     def run_spec(self, *, call_id: int, session: str, tool: str, args: dict[str, Any],
                  allow: Decision, grants: GrantState | None = None) -> RunSpec:
@@ -46,7 +55,9 @@ class PolicyLink:
         decision = allow
         label = decision.label or "public"
         untrusted = bool(decision.untrusted)
-        parsed = decision.args.as_json() if decision.args is not None else args
+        parsed = (decision.args.as_json() if decision.args is not None
+                  else decision.effective_args if decision.effective_args is not None
+                  else args)
         command = _command_grant(grants, decision.grant)
         if command is not None:
             return build_run_spec(

@@ -165,7 +165,8 @@ async def _serve_with_log(
     )
     try:
         with signals_cm as signals:
-            await _record_start(daemon, prepared.grants, startup.abandoned)
+            await _record_start(daemon, prepared.grants,
+                                [*prepared.sources_events, *startup.abandoned])
             log.info("brokerd %s serving: broker %s, admin %s", __version__,
                      handle.broker_socket, handle.admin_socket)
             notify("READY=1")
@@ -179,13 +180,15 @@ async def _serve_with_log(
 
 
 async def _record_start(daemon: Daemon, grants: GrantState,
-                        abandoned: list[ApprovalRecord]) -> None:
-    """`start`, then an `abandoned` approval for each ask left pending by a kill -9."""
+                        after: list[Any]) -> None:
+    """`start`, then the first `sources` record (12-tool-sources), then an `abandoned`
+    approval for each ask left pending by a kill -9."""
+    abandoned = [event for event in after if isinstance(event, ApprovalRecord)]
     summary = grants.report
     await daemon.ledger.record([Start(
         version=__version__, pid=U64(os.getpid()),
         grants=GrantsSummary(ok=summary.ok, count=U64(summary.count), digest=summary.digest),
-    ), *abandoned])
+    ), *after])
     if abandoned:
         log.info("audit: asks pending when brokerd stopped, closed as abandoned: %s",
                  ", ".join(str(a.call) for a in abandoned))

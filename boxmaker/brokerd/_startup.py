@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -30,10 +31,13 @@ from ._ledger import Ledger
 from ._passkeys import PasskeyRegistry
 from ._policy_link import PolicyLink
 from ._state import list_sessions, read_state, sync_state_files
+from ._tool_sources import ToolSources
 from .log._audit_link import AuditStartup
 from .log._checkpoints_link import open_checkpoints
 from .runner._commands_runtime import CommandsRuntime
 from .runner._echo import EchoRuntime
+from .runner._mcp_launch import PodmanMcpLauncher
+from .runner._mcp_runtime import McpEvent, McpRuntime, McpServerState
 from .runner._oci import OciRuntime
 from .runner._podman import PodmanRuntime
 from .runner._podman_argv import PodmanSettings
@@ -58,6 +62,8 @@ class Prepared:
 
     daemon: Daemon
     grants: GrantState
+    sources_events: list[Any] = attrs.field(factory=list)
+    """The first `sources` record, written after `start`."""
 
 
 def podman_settings(config: BrokerdConfig) -> PodmanSettings:
@@ -85,7 +91,8 @@ def runner_settings_problem(config: BrokerdConfig) -> str | None:
 
 
 async def make_runtime(config: BrokerdConfig,
-                       protected: ProtectedSet | None = None) -> Runtimes:
+                       protected: ProtectedSet | None = None,
+                       events: list[McpEvent] | None = None) -> Runtimes:
     """The runtimes of `[runner] kind`, checked (podman: podman runs, the image is there,
     limits hold): one per runtime kind the configured runtime serves.
 
@@ -94,18 +101,37 @@ async def make_runtime(config: BrokerdConfig,
     main = await _configured_runtime(config, protected)
     if "commands" in main.serves:
         return Runtimes(main)
+    mcp = await _mcp_runtime(main, events)
     # run_command: without [commands] every allowed call is runner_unavailable,
     # #commands-unconfigured; with it, the commands runtime rides on the podman runtime
     # (another kind answers runner_unavailable as for a kind it does not run).
     if config.commands is None:
-        return Runtimes(main, [UnconfiguredCommandsRuntime()])
+        return Runtimes(main, [UnconfiguredCommandsRuntime(), *mcp])
     if isinstance(main, PodmanRuntime):  # the oci launcher is one too
         commands = CommandsRuntime(main, config.commands)
         await commands.start()
         if not commands.ok:
             log.warning("run_command unavailable: %s", commands.reason)
-        return Runtimes(main, [commands])
-    return Runtimes(main)
+        return Runtimes(main, [commands, *mcp])
+    return Runtimes(main, mcp)
+
+
+async def _mcp_runtime(main: ServedRuntime, events: list[McpEvent] | None
+                       ) -> list[ServedRuntime]:
+    """The MCP runtime (12 "Lifecycle"), riding on the podman runtime: the three podman
+    steps as its containers; none for another runtime (`mcp.*` calls then answer
+    `runner_unavailable` in its words).  Its servers come from `ToolSources`."""
+    if not isinstance(main, PodmanRuntime) or not main.ok:
+        return []
+    launcher = PodmanMcpLauncher(main.settings, uid=os.getuid(), gid=os.getgid(),
+                                 rootless=bool(main.check_result.rootless))
+    try:
+        await launcher.remove_leftovers(main.instance)
+    except Exception as exc:  # noqa: BLE001 - logged; a leftover never blocks serving
+        log.warning("could not remove leftover MCP containers: %s", exc)
+    sink = events if events is not None else []
+    return [McpRuntime(launcher, {}, instance=main.instance, version=__version__,
+                       on_event=sink.append)]
 
 
 async def _configured_runtime(config: BrokerdConfig,
@@ -207,7 +233,8 @@ async def prepare_daemon(config: BrokerdConfig, startup: AuditStartup, *,
                     state_in_thread=state_in_thread, ttl_ms=config.ttl_ms,
                     max_pending=config.max_pending,
                     max_pending_per_session=config.max_pending_per_session)
-    runtimes = await make_runtime(config, protected)
+    mcp_events: list[McpEvent] = []
+    runtimes = await make_runtime(config, protected, mcp_events)
     if not runtimes.ok:
         log.warning("runner %s: %s; allowed calls answer runner_unavailable. "
                     "See %s", runtimes.kind, runtimes.reason, condition("runner_unavailable"))
@@ -235,10 +262,21 @@ async def prepare_daemon(config: BrokerdConfig, startup: AuditStartup, *,
                    f"trusted: enrol again (bxctl passkey add). See {condition('passkey_required')}")
         log.warning("%s", dropped)
         warnings.append(dropped)
+    sources = ToolSources(config.sources, startup.pins, config.audit,
+                          runner_output_max=config.runner.output_max_bytes)
+    mcp_runtime = runtimes.by_kind.get("mcp")
+    if isinstance(mcp_runtime, McpRuntime):
+        runtime = mcp_runtime
+
+        def give_states(states: Mapping[str, McpServerState]) -> None:
+            runtime.servers = dict(states)
+        sources.on_states = give_states
+    _, sources_events = await trio.to_thread.run_sync(sources.refresh)
+    link.registry = sources.registry
     run_queue = RunQueue(max_concurrent=config.max_concurrent, max_queued=config.max_queued,
                          timeout_s=config.queue_timeout_ms / 1000)
     daemon = Daemon(config=config, ledger=ledger, watcher=watcher, runtimes=runtimes,
                     link=link, version=__version__,
                     warnings=warnings, passkeys=passkeys, checkpoints=checkpoints,
-                    run_queue=run_queue)
-    return Prepared(daemon=daemon, grants=grants)
+                    run_queue=run_queue, sources=sources, mcp_events=mcp_events)
+    return Prepared(daemon=daemon, grants=grants, sources_events=sources_events)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -21,13 +22,9 @@ from .._errors import UnavailableError
 from .._sockets._framed_client import ExchangeFailed, exchange
 from ..proto._convert import U64
 from ..proto._errors import DecodeError
-from ..proto.wire import (
-    AdminAnswer,
-    AdminRequest,
-    AdminRequestBody,
-    decode_admin_answer,
-    encode_admin_request,
-)
+
+if TYPE_CHECKING:
+    from ..proto.wire import AdminAnswer, AdminRequestBody
 
 ANSWER_SECONDS = 30.0
 EXIT_UNREACHABLE = 3
@@ -74,6 +71,10 @@ def _maybe_acted(path: Path, why: str) -> DaemonUnreachable:
 def request(path: Path, body: AdminRequestBody, *, brokerd_uid: int,
             timeout: float = ANSWER_SECONDS, request_id: int = 1) -> AdminAnswer:
     """Send one admin request and return brokerd's answer (an ErrorAnswer included)."""
+    # admin.sock's classes when a request is made: `bxctl chat --say` imports this
+    # module for `DaemonUnreachable` and builds them only when a call waits for approval
+    from ..proto.wire import AdminRequest, decode_admin_answer, encode_admin_request
+
     frame = encode_admin_request(AdminRequest(id=U64(request_id), body=body))
     try:
         answer_body = exchange(path, frame, server_uid=brokerd_uid, timeout=timeout)

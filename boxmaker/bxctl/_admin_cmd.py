@@ -41,8 +41,9 @@ from ._app import App, pass_app, text_arg
 from ._checkpoint_status import checkpoint_lines
 from ._screen import GUTTER, terminal_width, wrap_line, wrap_own, wrap_row
 
-_ID_RE = re.compile(r"0|[1-9][0-9]*", re.ASCII)
-_SESSION_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,63}", re.ASCII)
+# compiled when an argument is checked (re's cache), not for every command of the module
+_ID = r"0|[1-9][0-9]*"
+_SESSION = r"[a-z0-9][a-z0-9-]{0,63}"
 
 
 class ApprovalId(click.ParamType):  # type: ignore[type-arg,unused-ignore]
@@ -55,7 +56,7 @@ class ApprovalId(click.ParamType):  # type: ignore[type-arg,unused-ignore]
         if isinstance(value, int) and not isinstance(value, bool):
             return value
         text = str(value)
-        if _ID_RE.fullmatch(text) is None or int(text) > U64_MAX:
+        if re.fullmatch(_ID, text, re.ASCII) is None or int(text) > U64_MAX:
             self.fail("an approval id is a decimal number with no sign, leading zeros or "
                       "spaces", param, ctx)
         return int(text)
@@ -64,7 +65,7 @@ class ApprovalId(click.ParamType):  # type: ignore[type-arg,unused-ignore]
 
 def _session_name(value: str) -> str:
     text_arg(value, "SESSION")
-    if _SESSION_RE.fullmatch(value) is None:
+    if re.fullmatch(_SESSION, value, re.ASCII) is None:
         raise click.UsageError("SESSION is a name of [a-z0-9][a-z0-9-]{0,63}")
     return value
 
@@ -193,6 +194,9 @@ def _status_lines(status: Status) -> list[str]:
         f"runner   {runner.kind} · {'ok' if runner.ok else 'unavailable'}"
         + (f" · {escape_line(runner.image)}" if runner.image else "")
         + (f" · {escape_line(runner.reason)}" if runner.reason else ""),
+        f"sources  {'ok' if status.sources.ok else 'INVALID'} · {status.sources.count} MCP "
+        f"servers · {status.sources.pinned} pinned, {status.sources.unpinned} unpinned · "
+        f"digest {status.sources.digest[:12]}",
         f"pending  {status.pending}",
         f"sessions {status.sessions}",
     ]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import stat
+from itertools import compress
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from .._passkey_check import MAX_SIDECAR, LoggedApproval, recheck
 from ..proto._escape import escape_line
 from ..proto.audit import (
     ApprovalRecord,
+    BlockFacts,
     Call,
     DecisionRecord,
     LineFacts,
@@ -99,6 +101,21 @@ class KeptAssertions:
             self._ask_lines.setdefault(facts.call, []).append(content)
         elif key == "passkey" or (key == "approval" and b'"passkey":{' in content):
             self.feed(parse_record(content))
+
+    def feed_block(self, lines: list[bytes], facts: BlockFacts, first: int) -> None:
+        """`feed_line` for the lines the verifier took at once (its `on_block`): the
+        same lines kept or parsed, found by key without a step per line where it can."""
+        keys = facts.keys
+        self._call_lines.update(compress(zip(range(first, first + len(lines)), lines, strict=True),
+                                         map("call".__eq__, keys)))
+        approvals = [index for index in facts.refs
+                     if keys[index] == "approval" and b'"passkey":{' in lines[index]]
+        if not facts.asks and not approvals:
+            return
+        call_of = dict(zip(facts.refs, facts.ref_calls, strict=True))
+        for index in sorted([*facts.asks, *approvals]):
+            self.feed_line(lines[index], LineFacts(first + index, facts.prevs[index],
+                                                   keys[index], call_of[index], False))
 
     def _call(self, call: int) -> Call | None:
         found = self._calls.pop(call, None)

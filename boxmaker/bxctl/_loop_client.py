@@ -1,21 +1,25 @@
-"""bxctl's side of loop.sock: connect (checking loopd's uid), send, read frames."""
+"""bxctl's side of loop.sock: connect (checking loopd's uid), send, read frames.
+
+Blocking, over `boxmaker._sockets._framed_client` (no trio): `bxctl chat --say`
+sends one `say` and reads the turn's frames as they come, so that its first
+token is not behind trio's import.  The interactive chat's trio twin,
+`_loop_trio_client`, sends the same messages, reads frames with the same
+framing and words its failures with what is here (`read_frame`,
+`loop_unreachable`): the two say the same thing for the same fault.
+"""
 
 from __future__ import annotations
 
 import os
-import secrets
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import attrs
-import trio
 
-from .._sockets._streams import receive_frame, send_frame
-from .._sockets._unix import peer_credentials, served_by
+from .._sockets._framed_client import ExchangeFailed, FramedLink, open_link
 from ..proto._convert import U64
 from ..proto._errors import DecodeError
-from ..proto._framing import FrameDecoder
 from ..proto._json import loads_object
 from ..proto.wire import (
     LoopFrame,
@@ -26,12 +30,17 @@ from ..proto.wire import (
 )
 from ._admin_client import DaemonUnreachable
 
+CONNECT_SECONDS = 10.0
+"""How long connecting to loop.sock may take (the turn itself has no limit)."""
+
 
 def _show(path: Path) -> str:
     return repr(os.fsdecode(path))
 
 
-def _unreachable(path: Path, why: str, *, sent: bool) -> DaemonUnreachable:
+def loop_unreachable(path: Path, why: str, *, sent: bool) -> DaemonUnreachable:
+    """loopd could not be reached (nothing sent), or the connection failed after the
+    request went out (the turn may have run)."""
     if sent:
         return DaemonUnreachable(
             f"loopd at {_show(path)} {why}; the turn may or may not have run: "
@@ -44,6 +53,11 @@ def _unreachable(path: Path, why: str, *, sent: bool) -> DaemonUnreachable:
     )
 
 
+def broken(exc: BaseException | None) -> str:
+    """What a broken connection is called (trio's words for the same OSError)."""
+    return f"broke the connection (socket connection broken: {exc})"
+
+
 @attrs.frozen
 class Undecodable:
     """A whole frame that bxctl cannot read (the stream itself is still in step)."""
@@ -51,70 +65,92 @@ class Undecodable:
     reason: str
 
 
-class LoopConnection:
+def new_request_id() -> int:
+    """A random 63-bit request id (the kernel's randomness, as `secrets` has it)."""
+    return int.from_bytes(os.urandom(8), "big") >> 1
+
+
+def read_frame(body: bytes, request_id: int) -> tuple[dict[str, object], LoopFrame] | Undecodable:
+    """One frame's body as (the JSON object received, the decoded frame).
+
+    A body that does not decode (not JSON, too deep, an unknown field) or that
+    answers another request's id is `Undecodable`: said, skipped, and reading goes on.
+    """
+    try:
+        answer_id, frame = decode_loop_frame(body)
+    except DecodeError as exc:
+        return Undecodable(str(exc))
+    if answer_id not in (request_id, None):
+        return Undecodable("it answers another request")
+    return loads_object(body), frame
+
+
+class LoopLink:
     """One loop.sock connection carrying one request and its frames."""
 
-    def __init__(self, stream: trio.SocketStream, path: Path, request_id: int) -> None:
-        self.stream = stream
+    def __init__(self, link: FramedLink, path: Path, request_id: int) -> None:
+        self._link = link
         self.path = path
         self.request_id = request_id
-        self._decoder = FrameDecoder()
 
-    async def frames(self) -> AsyncIterator[tuple[dict[str, object], LoopFrame] | Undecodable]:
-        """Each frame as (the JSON object received, the decoded frame), until close.
+    def frames(self, deadline: float | None = None
+               ) -> Iterator[tuple[dict[str, object], LoopFrame] | Undecodable]:
+        """Each frame (as `read_frame` gives it) until loopd closes the connection.
 
-        A frame whose body does not decode (not JSON, too deep, an unknown field,
-        another request's id) comes as `Undecodable`, and reading goes on; a bad
-        frame header or a broken connection ends it (DaemonUnreachable).
+        `deadline` (`time.monotonic()`) bounds every wait; None waits as long as
+        the turn takes.  A bad frame header, a broken connection or the deadline
+        ends it (DaemonUnreachable, sent).
         """
         while True:
             try:
-                body = await receive_frame(self.stream, self._decoder)
-            except DecodeError as exc:
-                raise _unreachable(self.path, f"sent a frame that does not decode ({exc})",
-                                   sent=True) from None
-            except (trio.BrokenResourceError, OSError) as exc:
-                raise _unreachable(self.path, f"broke the connection ({exc})",
-                                   sent=True) from None
+                body = self._link.receive(deadline)
+            except ExchangeFailed as failed:
+                raise loop_unreachable(self.path, _why(failed), sent=True) from None
             if body is None:
                 return
-            try:
-                answer_id, frame = decode_loop_frame(body)
-            except DecodeError as exc:
-                yield Undecodable(str(exc))
-                continue
-            if answer_id not in (self.request_id, None):
-                yield Undecodable("it answers another request")
-                continue
-            yield loads_object(body), frame
+            yield read_frame(body, self.request_id)
 
 
-@asynccontextmanager
-async def open_request(path: Path, body: LoopRequestBody, *,
-                       loopd_uid: int) -> AsyncIterator[LoopConnection]:
-    """Connect, check the server is loopd's uid, send `body`; closing cancels a turn."""
+def _why(failed: ExchangeFailed) -> str:
+    if failed.step == "undecodable":
+        return f"sent a frame that does not decode ({failed.error})"
+    if failed.step == "timeout":
+        return "did not answer in time"
+    if failed.step == "closed":
+        return "broke the connection (the peer closed the connection inside a frame)"
+    return broken(failed.error)
+
+
+def _not_opened(path: Path, failed: ExchangeFailed, *, loopd_uid: int,
+                connect_timeout: float) -> DaemonUnreachable:
+    error = failed.error
+    if failed.step == "wrong_server":
+        return loop_unreachable(
+            path, f"the socket is served by uid {failed.server_uid}, not by loopd's uid "
+            f"{loopd_uid}; refusing to talk to it", sent=False)
+    if failed.step != "connect":  # the send
+        return loop_unreachable(path, broken(error), sent=True)
+    if isinstance(error, FileNotFoundError):
+        return loop_unreachable(path, "no such socket; is loopd running?", sent=False)
+    if isinstance(error, ConnectionRefusedError):
+        return loop_unreachable(path, "connection refused; loopd is not running", sent=False)
+    if isinstance(error, TimeoutError):
+        return loop_unreachable(path, f"no connection within {connect_timeout:g} s",
+                                sent=False)
+    strerror = error.strerror if isinstance(error, OSError) else None
+    return loop_unreachable(path, strerror or type(error).__name__, sent=False)
+
+
+@contextmanager
+def open_request(path: Path, body: LoopRequestBody, *, loopd_uid: int,
+                 connect_timeout: float = CONNECT_SECONDS) -> Iterator[LoopLink]:
+    """Connect, check the server is loopd's uid, send `body`; leaving cancels a turn."""
+    request_id = new_request_id()
+    request = encode_loop_request(LoopRequest(id=U64(request_id), body=body))
     try:
-        with trio.fail_after(10):
-            stream = await trio.open_unix_socket(os.fsdecode(path))
-    except FileNotFoundError:
-        raise _unreachable(path, "no such socket; is loopd running?", sent=False) from None
-    except ConnectionRefusedError:
-        raise _unreachable(path, "connection refused; loopd is not running",
-                           sent=False) from None
-    except trio.TooSlowError:
-        raise _unreachable(path, "no connection within 10 s", sent=False) from None
-    except OSError as exc:
-        raise _unreachable(path, exc.strerror or type(exc).__name__, sent=False) from None
-    async with stream:
-        server = peer_credentials(stream.socket)
-        uid = server.uid
-        if not served_by(server, loopd_uid):
-            raise _unreachable(path, f"the socket is served by uid {uid}, not by loopd's uid "
-                                     f"{loopd_uid}; refusing to talk to it", sent=False)
-        request_id = secrets.randbits(63)
-        request = LoopRequest(id=U64(request_id), body=body)
-        try:
-            await send_frame(stream, encode_loop_request(request))
-        except (trio.BrokenResourceError, OSError) as exc:
-            raise _unreachable(path, f"broke the connection ({exc})", sent=True) from None
-        yield LoopConnection(stream, path, request_id)
+        link = open_link(path, request, server_uid=loopd_uid, connect_timeout=connect_timeout)
+    except ExchangeFailed as failed:
+        raise _not_opened(path, failed, loopd_uid=loopd_uid,
+                          connect_timeout=connect_timeout) from None
+    with link:
+        yield LoopLink(link, path, request_id)

@@ -24,6 +24,7 @@ from ._decision import (
     _new,
 )
 from ._load import GrantsMissing
+from ._mcp_verdict import NO_SOURCES, McpRegistry, judge_mcp
 from ._model import GrantState, InvalidGrantSet
 from ._verdict import Match, Verdict, judge
 
@@ -33,7 +34,9 @@ def _q(value: str) -> str:
     return text if len(text) <= 200 else text[:196] + '..."'
 
 
-def _subject(tool: str, parsed: ParsedArgs) -> str:
+def _subject(tool: str, parsed: ParsedArgs | None) -> str:
+    if parsed is None:
+        return tool
     if isinstance(parsed.args, RunCommandArgs):
         shown = " ".join(_q(token) for token in parsed.args.argv[:8])
         more = " ..." if len(parsed.args.argv) > 8 else ""
@@ -50,10 +53,12 @@ def _taint_word(taint: Taint) -> str:
 
 
 def decide(
-    call: CallLike, taint: Taint, grants: GrantState, protected: ProtectedPaths
+    call: CallLike, taint: Taint, grants: GrantState, protected: ProtectedPaths,
+    registry: McpRegistry = NO_SOURCES,
 ) -> Decision | Ask:
-    """Decide one call against a grant state, a session taint and the protected paths."""
-    return _decide(call.tool, call.args, taint, grants, protected)
+    """Decide one call against a grant state, a session taint and the protected paths
+    (and, for `mcp.*` calls, the tool registry of this moment)."""
+    return _decide(call.tool, call.args, taint, grants, protected, registry)
 
 
 def _invalid_reason(grants: InvalidGrantSet) -> str:
@@ -80,10 +85,10 @@ def _reason(tool: str, verdict: Verdict, taint: Taint, grants: GrantState | None
         return _invalid_reason(grants)
     if code == "unknown_tool":
         return f"unknown tool {_q(tool)}; the tools are {', '.join(CATALOGUE.names)}"
-    if code == "bad_args":
+    if code == "bad_args" or (verdict.detail and tool.startswith("mcp.")):
         return verdict.detail
-    assert parsed is not None
     if code == "protected":
+        assert parsed is not None
         return (
             f"{parsed.path} is one of boxmaker's protected paths (under {verdict.detail}); "
             "no grant can cover it"
@@ -168,9 +173,16 @@ def _decide(
     taint: Taint,
     grants: GrantState,
     protected: ProtectedPaths,
+    registry: McpRegistry = NO_SOURCES,
 ) -> Decision | Ask:
     """`judge`, and the verdict's facts; its words wait for a reader (`_Words`)."""
-    verdict = judge(tool, raw_args, taint, grants, protected)
+    extra: dict[str, Any] = {}
+    if tool.startswith("mcp."):
+        judged = judge_mcp(tool, raw_args, taint, grants, protected, registry)
+        verdict = judged.verdict
+        extra = {"effective_args": judged.effective, "pin": judged.pin}
+    else:
+        verdict = judge(tool, raw_args, taint, grants, protected)
     code = verdict.code
     winner = verdict.winner
     words = _Words(tool, verdict, taint, grants if code == "grants_invalid" else None)
@@ -179,17 +191,19 @@ def _decide(
             "tool": tool, "args": verdict.parsed, "grant": None, "grant_entry": None,
             "private_network": False, "label": verdict.label, "untrusted": verdict.untrusted,
             "state": taint, "grants_digest": grants.digest, "_code": code, "_words": words,
+            **extra,
         })
     grant, entry, _ = winner
     fields: dict[str, Any] = {
         "tool": tool, "args": verdict.parsed, "grant": grant.id, "grant_entry": entry,
         "private_network": grant.private_network, "label": verdict.label,
         "untrusted": verdict.untrusted, "state": taint, "grants_digest": grants.digest,
-        "_words": words,
+        "_words": words, **extra,
     }
     if verdict.mode == "ask":
         fields["raw_args"] = raw_args
         fields["protected"] = protected
+        fields["sources_digest"] = registry.digest
         return _new(Ask, fields)
     fields["_code"] = code
     if code is None:
@@ -198,11 +212,16 @@ def _decide(
 
 
 def redecide(
-    ask: Ask, taint_now: Taint, grants_now: GrantState, protected: ProtectedPaths
+    ask: Ask, taint_now: Taint, grants_now: GrantState, protected: ProtectedPaths,
+    registry: McpRegistry = NO_SOURCES,
 ) -> Decision:
-    """The owner approved `ask`: decide again now; still allow or ask runs the call."""
-    again = _decide(ask.tool, ask.raw_args, taint_now, grants_now, protected)
-    if isinstance(again, Ask) or again.allowed:
+    """The owner approved `ask`: decide again now; still allow or ask runs the call.
+    For an `mcp.*` call, a pin or source set other than the ask's is `changed`."""
+    again = _decide(ask.tool, ask.raw_args, taint_now, grants_now, protected, registry)
+    source_changed = ask.tool.startswith("mcp.") and (
+        again.pin != ask.pin or registry.digest != ask.sources_digest
+        or again.effective_args != ask.effective_args)
+    if (isinstance(again, Ask) or again.allowed) and not source_changed:
         return _new(Decision, {
             "tool": ask.tool,
             "args": again.args,
@@ -217,9 +236,11 @@ def redecide(
             "matched": again.matched,
             "applicable": again.applicable,
             "grants_digest": again.grants_digest,
+            "effective_args": again.effective_args,
+            "pin": again.pin,
             "_code": None,
         })
-    if again.code == "grants_invalid":
+    if isinstance(again, Decision) and again.code == "grants_invalid":
         return again
     changes: list[str] = []
     if taint_now != ask.state:
@@ -232,11 +253,15 @@ def redecide(
         )
     if protected != ask.protected:
         changes.append("the protected paths")
+    if source_changed:
+        changes.append("the tool source")
     what = " and ".join(changes) if changes else "nothing that can be named"
     reason = f"changed since the approval was asked: {what}; now: {again.reason}"
     return _new(Decision, {
         "tool": ask.tool,
         "args": again.args,
+        "effective_args": again.effective_args,
+        "pin": again.pin,
         "outcome": Denied(code="changed", reason=reason),
         "reason": reason,
         "grant": again.grant,

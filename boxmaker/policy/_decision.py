@@ -37,6 +37,8 @@ DenialCode = Literal[
     "taint",
     "grants_invalid",
     "changed",
+    "sources_invalid",
+    "source_unpinned",
 ]
 
 GRANTS_INVALID_RUNBOOK: Final = DENIAL_RUNBOOKS["grants_invalid"]
@@ -154,6 +156,10 @@ class Decision:
     matched: tuple[str, ...]
     applicable: tuple[str, ...]
     grants_digest: str
+    effective_args: dict[str, Any] | None = None
+    """12: an `mcp.*` call's effective arguments (defaults filled); None otherwise."""
+    pin: str | None = None
+    """12: the pin digest of an `mcp.*` call's server, when it was pinned."""
 
     def __attrs_post_init__(self) -> None:
         _guard("Decision")
@@ -175,9 +181,10 @@ class Decision:
 
     @property
     def runbook(self) -> str | None:
-        """The runbook pointer of the denial (02-wire): only `grants_invalid` has one."""
-        if self.code == "grants_invalid":
-            return GRANTS_INVALID_RUNBOOK
+        """The runbook pointer of the denial (02-wire): `grants_invalid`'s, and the tool
+        sources' (`sources_invalid`, `source_unpinned`)."""
+        if self.code in ("grants_invalid", "sources_invalid", "source_unpinned"):
+            return DENIAL_RUNBOOKS[self.code]
         return None
 
 
@@ -188,7 +195,8 @@ class Ask:
     tool: str
     raw_args: Mapping[str, Any]
     """The call's arguments as received, for the re-decision."""
-    args: ParsedArgs
+    args: ParsedArgs | None
+    """The parsed arguments (None for an `mcp.*` call: `effective_args`)."""
     reason: str
     grant: str
     grant_entry: str | None
@@ -201,6 +209,10 @@ class Ask:
     grants_digest: str
     protected: ProtectedPaths
     """The protected paths it was decided with (to say what changed)."""
+    effective_args: dict[str, Any] | None = None
+    pin: str | None = None
+    sources_digest: str | None = None
+    """12: the tool-source set's digest it was decided with (`mcp.*` calls)."""
 
     def __attrs_post_init__(self) -> None:
         _guard("Ask")

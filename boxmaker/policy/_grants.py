@@ -43,6 +43,7 @@ from ._command_grants import (
     g22_problems,
 )
 from ._commands import CommandGrant
+from ._mcp_grants import is_mcp_tool, mcp_args, mcp_fields
 from ._model import (
     MODES,
     STRICTNESS,
@@ -167,7 +168,10 @@ class _TableCheck:
         tool = self._check_tool()
         mode = self._word("mode", MODES, required=True)
         commands = tool is not None and tool in CATALOGUE.command_tools
-        allowed = self._command_fields(mode) if commands else self._check_fields(tool, mode)
+        mcp = is_mcp_tool(tool)
+        allowed = (self._command_fields(mode) if commands
+                   else mcp_fields(table, mode, self.problem) if mcp
+                   else self._check_fields(tool, mode))
         label = self._word("label", LABELS) if "label" in allowed else None
         max_label = self._word("max_label", LABELS) if "max_label" in allowed else None
         when_untrusted = (
@@ -179,14 +183,18 @@ class _TableCheck:
         if "note" in allowed and type(table["note"]) is not str:
             self.problem("G2", f"note must be a string, not {_type_word(table['note'])}")
         command: CommandGrant | None = None
-        if commands:
+        args: dict[str, dict[str, Any]] | None = None
+        path_values: list[str] = []
+        host_values: list[HostPattern] = []
+        if mcp:
+            args = mcp_args(table, self.problem)
+        elif commands:
             # run_command: its own G2, G6, G7, G17..G20 (`_command_grants.py`).
             command = check_command_table(
                 table, grant_id=grant_id, mode=mode, when_untrusted=when_untrusted,
                 report=self.problem,
             )
-            path_values: list[str] = list(command.paths) if command is not None else []
-            host_values: list[HostPattern] = []
+            path_values = list(command.paths) if command is not None else []
         else:
             paths = self._check_entries(tool, "paths", allowed)
             hosts = self._check_entries(tool, "hosts", allowed)
@@ -210,7 +218,7 @@ class _TableCheck:
             paths=tuple(path_values),
             hosts=tuple(host_values),
             label=cast(Label, label or "public"),
-            untrusted=bool(table.get("untrusted", CATALOGUE[tool].untrusted)),
+            untrusted=bool(table.get("untrusted", False if mcp else CATALOGUE[tool].untrusted)),
             max_label=cast(Label, max_label or "public"),
             when_untrusted="deny" if mode == "deny" else (when_untrusted or mode),
             http=bool(table.get("http", False)),
@@ -219,6 +227,7 @@ class _TableCheck:
             file=self.file,
             index=self.index,
             command=command,
+            args=args,
         )
 
     def _command_fields(self, mode: Mode | None) -> set[str]:
@@ -246,8 +255,11 @@ class _TableCheck:
             self.problem("G4", "tool is missing")
             return None
         value = self.table["tool"]
+        if is_mcp_tool(value):
+            return str(value)
         if type(value) is not str or value not in CATALOGUE:
-            self.problem("G4", f"unknown tool {_q(value)}; tools are {', '.join(CATALOGUE.names)}")
+            self.problem("G4", f"unknown tool {_q(value)}; tools are {', '.join(CATALOGUE.names)}"
+                               ", or mcp.<server id>.<local name>")
             return None
         return value
 

@@ -7,8 +7,8 @@ Pure: no I/O.  A `GrantSet` is always complete and valid; an invalid set is an
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
-from typing import Final, Literal
+from collections.abc import Iterable, Mapping
+from typing import Any, Final, Literal
 
 import attrs
 
@@ -21,10 +21,10 @@ STRICTNESS: Final[dict[str, int]] = {"allow": 0, "ask": 1, "deny": 2}
 """allow < ask < deny."""
 
 Rule = Literal[
-    "G1", "G2", "G3", "G4", "G5", "G6", "G7", "G8", "G9",
+    "G1", "G2", "G3", "G4", "G5", "G6", "G7", "G8", "G9", "G10",
     "G17", "G18", "G19", "G20", "G21", "G22",
 ]
-"""G17..G22 are run_command's (12-tool-sources; `_command_grants.py`)."""
+"""G10 is MCP tools' `args`, G17..G22 run_command's (12-tool-sources)."""
 
 EMPTY_DIGEST: Final = hashlib.sha256(b"").hexdigest()
 
@@ -78,6 +78,9 @@ class Grant:
     """A run_command grant's `policy._commands.CommandGrant` (prefixes, rest, write;
     `paths` is also here); None for every other tool.  (Typed `object` so that this
     module, which `_commands` imports, does not import it back.)"""
+    args: Mapping[str, Mapping[str, Any]] | None = None
+    """An `mcp.*` grant's argument constraints (G10 held; G11..G14 are checked
+    against the pin when deciding); None for a built-in."""
 
 
 @attrs.frozen(kw_only=True)

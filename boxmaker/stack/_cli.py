@@ -20,7 +20,7 @@ from .. import __version__
 from .._brokerd_config import BrokerdConfig
 from .._brokerd_config import load_config as load_brokerd_config
 from .._error_table import ERROR_RUNBOOKS, shown
-from .._errors import ConfigError
+from .._errors import ConfigError, ConfigurationError
 from .._paths import boxmaker_home
 from .._qr import terminal_qr
 from ._home import brokerd_toml, write_starter_home
@@ -30,6 +30,7 @@ from ._local import (
     LocalModel,
     LocalModelMissing,
     free_port,
+    local_threads,
     prepare,
     wait_healthy,
 )
@@ -288,6 +289,7 @@ def up(home: Path | None, url: str | None, local_model: bool, model_key: str | N
         )
     extra: list[ChildSpec] = []
     max_tokens: int | None = None
+    temperature: float | None = None
     # Every Debian package this run needs, asked about once.
     tools_wanted = not no_tools and (not (home / "brokerd.toml").exists()
                                      or is_owned(home, "brokerd.toml"))
@@ -295,14 +297,19 @@ def up(home: Path | None, url: str | None, local_model: bool, model_key: str | N
         spec).server.is_file() else [])
     consent = AptConsent(compiler + (missing_commands() if tools_wanted else []))
     if use_local:
+        try:
+            threads = local_threads()  # BOXMAKER_LOCAL_THREADS, else the cores
+        except ConfigurationError as bad:
+            raise click.ClickException(str(bad)) from bad
         if compiler:
             _get_compiler(consent)
         local, port = _prepare_local(home, spec)
         upstream = f"http://127.0.0.1:{port}"
         slots, n_ctx, max_tokens = SLOTS, N_CTX_PER_SLOT, 512
+        temperature = local.spec.temperature
         slot_dir = home / "llama-slots"
         slot_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        extra.append(ChildSpec(name="llama-server", argv=local.argv(port, slot_dir),
+        extra.append(ChildSpec(name="llama-server", argv=local.argv(port, slot_dir, threads),
                                ready_timeout_s=300, ready=partial(wait_healthy, port)))
         click.echo(f"inference: the local model {local.spec.title} (small: it makes simple "
                    "tool calls and makes up facts; docs/benchmarks.md has its figures)",
@@ -316,7 +323,7 @@ def up(home: Path | None, url: str | None, local_model: bool, model_key: str | N
     starter = write_starter_home(home, upstream=upstream, slots=slots, n_ctx_per_slot=n_ctx,
                                  tools_image=tools.image if tools else None,
                                  commands_image=tools.commands_image if tools else None,
-                                 max_tokens=max_tokens)
+                                 max_tokens=max_tokens, temperature=temperature)
     _reconcile(home, tools, created=home / "brokerd.toml" in starter.created)
     for path in starter.created:
         click.echo(f"created {path}")

@@ -39,6 +39,13 @@ def _max_tokens_line(max_tokens: int | None) -> str:
     return f"max_tokens = {max_tokens}                    # cap each answer"
 
 
+def _temperature_line(temperature: float | None) -> str:
+    """The local model's sampling temperature (0: the same words make the same call)."""
+    if temperature is None:
+        return ""
+    return f"\ntemperature = {temperature!r}                 # 0: always the likeliest token"
+
+
 def _commands_table(tools_image: str | None, commands_image: str | None) -> str:
     """`[commands]` with the default commands image, when podman runs the tools."""
     if tools_image is None or commands_image is None:
@@ -136,12 +143,16 @@ def write_starter_home(
     max_tokens: int | None = None,
     slots: int = 4,
     n_ctx_per_slot: int = 262144,
+    temperature: float | None = None,
+    owner_home: Path | None = None,
 ) -> StarterHome:
     """Create what is missing of a starter home; return what was created."""
     created: list[Path] = []
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if owner_home is None:
+        owner_home = Path.home()
     if demo_notes is None:
-        demo_notes = Path.home() / "boxmaker-demo" / "notes"
+        demo_notes = owner_home / "boxmaker-demo" / "notes"
     run = home / "run"
     offer = list(CATALOGUE.default_offer)
     if tools_image is not None and commands_image is not None:
@@ -170,7 +181,7 @@ socket = {_toml_str(run / "loop.sock")}
 socket = {_toml_str(run / "infer.sock")}
 slots = {slots}
 n_ctx_per_slot = {n_ctx_per_slot}
-{_max_tokens_line(max_tokens)}
+{_max_tokens_line(max_tokens)}{_temperature_line(temperature)}
 
 [broker]
 socket = {_toml_str(run / "broker.sock")}
@@ -196,6 +207,7 @@ loop_socket = {_toml_str(run / "loop.sock")}
 You can use tools to read the owner's notes and fetch documentation pages.
 Every tool call is checked against the owner's rules; some need the owner's
 approval. If a call is refused, say so and do not try the same call again.
+The owner's home directory, ~, is {owner_home}.
 The owner's notes are in the directory {demo_notes} (tools take absolute paths).
 When a tool result comes back, answer the owner's question from it in plain words.
 """,

@@ -32,6 +32,8 @@ from ._models import DEFAULT_MODEL, TEMPLATES, ModelSpec
 PACKAGED_TEMPLATES = Path(__file__).resolve().parent / "templates"
 TEMPLATE_ENV = "BOXMAKER_LOCAL_TEMPLATE"
 """Names another of `TEMPLATES` for the embedded model (scripts/bench/model's candidates)."""
+THREADS_ENV = "BOXMAKER_LOCAL_THREADS"
+"""The threads (`-t`) `up` gives llama-server; the machine's cores when unset."""
 
 
 def template_path(name: str, root: Path) -> Path:
@@ -40,6 +42,16 @@ def template_path(name: str, root: Path) -> Path:
         raise ConfigurationError(f"{TEMPLATE_ENV}={name!r} is none of {', '.join(TEMPLATES)}")
     packaged = PACKAGED_TEMPLATES / name
     return packaged if packaged.is_file() else root / "templates" / name
+
+def local_threads() -> int:
+    """`BOXMAKER_LOCAL_THREADS` (1-256), else the machine's cores."""
+    text = os.environ.get(THREADS_ENV, "").strip()
+    if not text:
+        return max(1, os.cpu_count() or 2)
+    if not (text.isdigit() and 1 <= int(text) <= 256):
+        raise ConfigurationError(f"{THREADS_ENV}={text[:20]!r} is not a number of threads 1-256")
+    return int(text)
+
 
 CONTEXT = 8192
 CACHE_FLAGS = ("--cache-ram", "0")
@@ -75,7 +87,7 @@ class LocalModel:
                 and is_in_place(self.spec, self.model))
 
     def argv(self, port: int, slot_dir: Path, threads: int | None = None) -> list[str]:
-        threads = threads or max(1, (os.cpu_count() or 2))
+        threads = threads or local_threads()
         return [str(self.server), "-m", str(self.model), "--host", "127.0.0.1",
                 "--port", str(port), "-c", str(CONTEXT), "-np", str(SLOTS), "-t", str(threads),
                 "--jinja", "--chat-template-file", str(self.template), *self.spec.server_flags,

@@ -27,8 +27,13 @@ FENCED_TEMPLATE = "qwen2.5-fenced-tool-call.jinja"
 """boxmaker's own template (boxmaker/stack/templates/): the Qwen 2.5 template with each
 tool call written as a fenced ```tool_call block, the form the Coder models write
 (issue 27); llama-server derives its tool-call parser and grammar from it."""
-TEMPLATES = (FENCED_TEMPLATE, "qwen2.5-fenced-json.jinja", "qwen2.5-fenced-tool-call-shown.jinja",
-             TEMPLATE_NAME)
+ACT_TEMPLATE = "qwen2.5-fenced-tool-call-act.jinja"
+"""The fenced template whose tools section tells the model to act: a request a
+function does is answered with the ```tool_call block at once, not described; a
+call the user asks to see, explain or repeat is answered in words (issue 27; the
+default model's)."""
+TEMPLATES = (ACT_TEMPLATE, FENCED_TEMPLATE, "qwen2.5-fenced-json.jinja",
+             "qwen2.5-fenced-tool-call-shown.jinja", TEMPLATE_NAME)
 """Every template a model may name: the packaged ones, then the sdist's."""
 
 _KEY = re.compile(r"[a-z0-9][a-z0-9.-]{0,63}")
@@ -60,6 +65,9 @@ class ModelSpec:
     template: str = TEMPLATE_NAME
     """The chat template llama-server runs it with: one of `TEMPLATES`."""
     instruction_tuned: bool = True
+    temperature: float = 0.0
+    """loopd.toml's `[inference] temperature` in the starter home `up` writes for it: 0,
+    so that these small models make the same call for the same words (issue 27)."""
 
     def __attrs_post_init__(self) -> None:
         if not _KEY.fullmatch(self.key) or not _HEX64.fullmatch(self.sha256):
@@ -110,7 +118,7 @@ QWEN25_CODER_15B = ModelSpec(
     ),
     sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
     size=1117320768,
-    template=FENCED_TEMPLATE,
+    template=ACT_TEMPLATE,
 )
 
 GEMMA3_270M = ModelSpec(

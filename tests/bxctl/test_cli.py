@@ -61,11 +61,23 @@ def test_status_loads_neither_trio_nor_the_chat() -> None:
     # catalogue (an approval's rendering needs it)
     assert not loaded & {"wcwidth", "shutil", "lzma", "hashlib", "boxmaker._session_state",
                           "boxmaker.proto.tools"}
+    # nor loop.sock's and broker.sock's messages (the wire's face is lazy), nor strptime's
+    # locale tables (a timestamp is read by position)
+    assert not loaded & {"boxmaker.proto.wire._wire_loop", "boxmaker.proto.wire._wire_broker",
+                         "_strptime"}
 
 
-def test_chat_say_loads_neither_the_grants_nor_the_admin_commands() -> None:
+def test_chat_say_loads_neither_trio_nor_the_grants_nor_the_admin_commands() -> None:
+    """`--say` talks to loop.sock over the blocking link (issue 23 goal 2): no trio, no
+    interactive session, and of the wire only loop.sock's messages (and what they use)."""
     loaded = _modules_after(["--loop-socket", "/nonexistent/loop.sock", "chat", "--say", "hi"])
-    assert "boxmaker.bxctl._chat_cmd" in loaded
+    assert {"boxmaker.bxctl._chat_cmd", "boxmaker.bxctl._chat_say",
+            "boxmaker.bxctl._loop_client", "boxmaker.proto.wire._wire_loop"} <= loaded
+    assert not [m for m in loaded if m.split(".")[0] in ("trio", "cryptography", "sniffio",
+                                                         "outcome", "ssl", "hashlib")]
+    assert not loaded & {"boxmaker.bxctl._chat_session", "boxmaker.bxctl._loop_trio_client",
+                         "boxmaker.proto.wire._wire_admin", "boxmaker.proto.wire._wire_passkey",
+                         "_strptime", "secrets", "shutil", "wcwidth"}
     # the banner (grants, brokerd's status) is the interactive chat's; an approval's
     # rendering is imported when a call waits for one
     assert not [m for m in loaded if m.split(".")[0] == "webauthn" or m.startswith((

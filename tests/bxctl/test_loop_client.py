@@ -1,20 +1,27 @@
-"""bxctl's loop.sock client (boxmaker/bxctl/_loop_client.py) against a real Unix
-socket served by trio: the uid is checked before anything is sent, frames that
-do not decode are reported and reading goes on, a broken stream ends it."""
+"""bxctl's blocking loop.sock client (boxmaker/bxctl/_loop_client.py), the one `bxctl chat
+--say` uses, against a real Unix socket served by a thread: the frames in order with the
+JSON received, frames that do not decode said and skipped, the uid checked before
+anything is sent, deadlines, a peer that never answers, a header over the limit; and, for
+each fault, the same words as the interactive chat's trio client."""
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Awaitable, Callable
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import trio
 
-from boxmaker._sockets._streams import receive_frame, send_frame
 from boxmaker.bxctl._admin_client import DaemonUnreachable
-from boxmaker.bxctl._loop_client import Undecodable, open_request
-from boxmaker.proto._framing import FrameDecoder, encode_frame
+from boxmaker.bxctl._loop_client import Undecodable, new_request_id, open_request
+from boxmaker.bxctl._loop_trio_client import open_request as open_trio_request
+from boxmaker.proto._framing import MAX_FRAME
 from boxmaker.proto.wire._wire_loop import (
     SayRequest,
     TextEvent,
@@ -22,90 +29,220 @@ from boxmaker.proto.wire._wire_loop import (
     encode_loop_frame,
 )
 
-Serve = Callable[[trio.SocketStream, int], Awaitable[None]]
+UID = os.getuid()
+SAY = SayRequest(conversation="c-1", text="hi")
+Script = Callable[[socket.socket, int], None]
 
 
-async def _listen(path: Path, serve: Serve, received: list[bytes],
-                  task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-    with trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM) as listener:
-        await listener.bind(os.fsdecode(path))
-        listener.listen(4)
-        task_status.started()
+def frame(body: bytes) -> bytes:
+    return struct.pack(">I", len(body)) + body
+
+
+def _exactly(conn: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        more = conn.recv(size - len(data))
+        if not more:
+            raise ConnectionError("closed")
+        data += more
+    return data
+
+
+class FakeLoopd:
+    """loop.sock in a thread: each connection's request is kept and `script(conn, id)` runs;
+    the connection stays open until the script returns and the test is done."""
+
+    def __init__(self, path: Path, script: Script) -> None:
+        self.path = path
+        self.script = script
+        self.received: list[bytes] = []
+        self.done = threading.Event()
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(str(path))
+        self.listener.listen(8)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
         while True:
-            sock, _ = await listener.accept()
-            stream = trio.SocketStream(sock)
-            async with stream:
-                body = await receive_frame(stream, FrameDecoder())
-                if body is None:
-                    continue
-                received.append(body)
-                await serve(stream, decode_loop_request(body).id)
-
-
-async def _turn(tmp_path: Path, serve: Serve, *, uid: int | None = None
-                ) -> tuple[list[object], list[bytes]]:
-    path = tmp_path / "loop.sock"
-    received: list[bytes] = []
-    out: list[object] = []
-    failure: DaemonUnreachable | None = None
-    with trio.fail_after(20):
-        async with trio.open_nursery() as nursery:
-            await nursery.start(_listen, path, serve, received)
             try:
-                async with open_request(path, SayRequest(conversation="c-1", text="hi"),
-                                        loopd_uid=os.getuid() if uid is None else uid) as conn:
-                    async for item in conn.frames():
-                        out.append(item)
-            except DaemonUnreachable as exc:  # raised outside the nursery, unwrapped
-                failure = exc
-            finally:
-                nursery.cancel_scope.cancel()
-    if failure is not None:
-        raise failure
-    return out, received
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with conn:
+                try:
+                    (size,) = struct.unpack(">I", _exactly(conn, 4))
+                    body = _exactly(conn, size)
+                except (OSError, ConnectionError):
+                    continue
+                self.received.append(body)
+                self.script(conn, decode_loop_request(body).id)
+
+    def close(self) -> None:
+        self.done.set()
+        self.listener.shutdown(socket.SHUT_RDWR)
+        self.listener.close()
+        self.thread.join(10)
 
 
-async def test_frames_in_order_with_the_json_received(tmp_path: Path) -> None:
-    async def serve(stream: trio.SocketStream, request_id: int) -> None:
-        await send_frame(stream, encode_loop_frame(request_id, TextEvent(delta="one")))
-        await send_frame(stream, b"not json")
-        await send_frame(stream, encode_loop_frame(request_id + 1, TextEvent(delta="other")))
-        await send_frame(stream, encode_loop_frame(request_id, TextEvent(delta="two")))
+@pytest.fixture
+def loopd(tmp_path: Path) -> Iterator[Callable[[Script], FakeLoopd]]:
+    made: list[FakeLoopd] = []
 
-    out, received = await _turn(tmp_path, serve)
-    assert decode_loop_request(received[0]).body == SayRequest(conversation="c-1", text="hi")
+    def start(script: Script) -> FakeLoopd:
+        fake = FakeLoopd(tmp_path / f"loop{len(made)}.sock", script)
+        made.append(fake)
+        return fake
+
+    yield start
+    for fake in made:
+        fake.close()
+
+
+def _turn(path: Path, *, uid: int = UID, deadline: float | None = None) -> list[object]:
+    with open_request(path, SAY, loopd_uid=uid) as link:
+        return list(link.frames(deadline))
+
+
+def _trio_failure(path: Path, *, uid: int = UID) -> DaemonUnreachable:
+    async def main() -> DaemonUnreachable:
+        try:
+            async with open_trio_request(path, SAY, loopd_uid=uid) as conn:
+                async for _ in conn.frames():
+                    pass
+        except DaemonUnreachable as exc:
+            return exc
+        raise AssertionError("the trio client did not fail")
+
+    return trio.run(main)
+
+
+def test_frames_in_order_with_the_json_received(loopd: Callable[[Script], FakeLoopd]) -> None:
+    def script(conn: socket.socket, request_id: int) -> None:
+        conn.sendall(frame(encode_loop_frame(request_id, TextEvent(delta="one"))))
+        conn.sendall(frame(b"not json"))
+        conn.sendall(frame(encode_loop_frame(request_id + 1, TextEvent(delta="other"))))
+        conn.sendall(frame(encode_loop_frame(request_id, TextEvent(delta="two"))))
+
+    fake = loopd(script)
+    out = _turn(fake.path)
+    request = decode_loop_request(fake.received[0])
+    assert request.body == SAY
     assert len(out) == 4
     first = out[0]
     assert isinstance(first, tuple) and first[1] == TextEvent(delta="one")
-    assert first[0] == {"id": decode_loop_request(received[0]).id, "event": {"text":
-                                                                          {"delta": "one"}}}
+    assert first[0] == {"id": request.id, "event": {"text": {"delta": "one"}}}
     assert isinstance(out[1], Undecodable)
     assert out[2] == Undecodable("it answers another request")
     assert isinstance(out[3], tuple) and out[3][1] == TextEvent(delta="two")
 
 
-async def test_a_socket_of_another_uid_is_refused_before_sending(tmp_path: Path) -> None:
-    async def serve(stream: trio.SocketStream, request_id: int) -> None:
-        raise AssertionError("nothing should arrive")
+def test_the_request_is_the_trio_clients(loopd: Callable[[Script], FakeLoopd]) -> None:
+    """The same message on the wire, whichever client sends it (a fresh 63-bit id each)."""
+    fake = loopd(lambda conn, request_id: None)
+    _turn(fake.path)
 
+    async def with_trio() -> None:
+        async with open_trio_request(fake.path, SAY, loopd_uid=UID) as conn:
+            async for _ in conn.frames():
+                pass
+
+    trio.run(with_trio)
+    blocking, trio_sent = (json.loads(body) for body in fake.received)
+    assert blocking.keys() == trio_sent.keys() and blocking["say"] == trio_sent["say"]
+    assert blocking["id"] != trio_sent["id"]
+    assert all(0 <= new_request_id() < 2**63 for _ in range(100))
+
+
+def test_a_socket_of_another_uid_is_refused_before_sending(
+        loopd: Callable[[Script], FakeLoopd]) -> None:
+    fake = loopd(lambda conn, request_id: None)
     with pytest.raises(DaemonUnreachable) as caught:
-        await _turn(tmp_path, serve, uid=os.getuid() + 1)
+        _turn(fake.path, uid=UID + 1)
     assert not caught.value.sent and "refusing to talk to it" in caught.value.message
+    assert caught.value.message == _trio_failure(fake.path, uid=UID + 1).message
+    assert fake.received == []
 
 
-async def test_a_connection_cut_inside_a_frame_ends_the_turn(tmp_path: Path) -> None:
-    async def serve(stream: trio.SocketStream, request_id: int) -> None:
-        frame = encode_loop_frame(request_id, TextEvent(delta="cut"))
-        await stream.send_all(encode_frame(frame)[:-3])
+def test_a_connection_cut_inside_a_frame_ends_the_turn(
+        loopd: Callable[[Script], FakeLoopd]) -> None:
+    def script(conn: socket.socket, request_id: int) -> None:
+        conn.sendall(frame(encode_loop_frame(request_id, TextEvent(delta="cut")))[:-3])
 
+    fake = loopd(script)
     with pytest.raises(DaemonUnreachable) as caught:
-        await _turn(tmp_path, serve)
+        _turn(fake.path)
     assert caught.value.sent and "the turn may or may not have run" in caught.value.message
+    assert caught.value.message == (
+        f"loopd at {str(fake.path)!r} broke the connection (the peer closed the connection "
+        "inside a frame); the turn may or may not have run: `bxctl chat` shows the "
+        "conversation")
+    assert caught.value.message == _trio_failure(fake.path).message
 
 
-async def test_no_socket(tmp_path: Path) -> None:
+def test_a_header_over_the_limit_ends_the_turn_at_once(
+        loopd: Callable[[Script], FakeLoopd]) -> None:
+    """No body is waited for: the fake keeps the connection open and sends none, and the
+    deadline is far (a wait for the body would end at it, as a timeout)."""
+    def script(conn: socket.socket, request_id: int) -> None:
+        conn.sendall(struct.pack(">I", MAX_FRAME + 1))
+        fake.done.wait(10)
+
+    fake = loopd(script)
+    with pytest.raises(DaemonUnreachable) as caught:
+        _turn(fake.path, deadline=time.monotonic() + 30)
+    assert caught.value.sent and "sent a frame that does not decode (frame length " \
+        f"{MAX_FRAME + 1} exceeds the limit of {MAX_FRAME} bytes)" in caught.value.message
+    fake.done.set()
+
+
+def test_the_same_words_as_trio_for_a_header_over_the_limit(
+        loopd: Callable[[Script], FakeLoopd]) -> None:
+    fake = loopd(lambda conn, request_id: conn.sendall(struct.pack(">I", MAX_FRAME + 1)))
+    with pytest.raises(DaemonUnreachable) as caught:
+        _turn(fake.path)
+    assert caught.value.message == _trio_failure(fake.path).message
+
+
+def test_a_loopd_that_never_answers_meets_the_deadline(
+        loopd: Callable[[Script], FakeLoopd]) -> None:
+    fake = loopd(lambda conn, request_id: fake.done.wait(10))
+    with pytest.raises(DaemonUnreachable) as caught:
+        _turn(fake.path, deadline=time.monotonic() + 0.05)
+    assert caught.value.sent
+    assert caught.value.message.startswith(f"loopd at {str(fake.path)!r} did not answer in "
+                                           "time; the turn may or may not have run")
+
+
+def test_a_listener_that_never_accepts_meets_the_deadline(tmp_path: Path) -> None:
+    path = tmp_path / "loop.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(str(path))
+        listener.listen(1)
+        with pytest.raises(DaemonUnreachable, match="did not answer in time"):
+            _turn(path, deadline=time.monotonic() + 0.05)
+
+
+def test_a_clean_close_ends_the_frames(loopd: Callable[[Script], FakeLoopd]) -> None:
+    def script(conn: socket.socket, request_id: int) -> None:
+        conn.sendall(frame(encode_loop_frame(request_id, TextEvent(delta="only"))))
+
+    fake = loopd(script)
+    out = _turn(fake.path)
+    assert len(out) == 1
+
+
+def test_no_socket(tmp_path: Path) -> None:
     with pytest.raises(DaemonUnreachable, match="no such socket") as caught:
-        async with open_request(tmp_path / "absent", SayRequest(conversation="c", text="x"),
-                                loopd_uid=os.getuid()):
-            pass
+        _turn(tmp_path / "absent")
     assert not caught.value.sent
+    assert caught.value.message == _trio_failure(tmp_path / "absent").message
+
+
+def test_a_refused_connection(tmp_path: Path) -> None:
+    path = tmp_path / "stale.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as stale:
+        stale.bind(str(path))  # bound, never listening: connections are refused
+        with pytest.raises(DaemonUnreachable, match="connection refused") as caught:
+            _turn(path)
+        assert caught.value.message == _trio_failure(path).message

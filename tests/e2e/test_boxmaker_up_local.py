@@ -51,6 +51,8 @@ def test_up_starts_the_local_model_and_a_turn_runs() -> None:
         loopd_toml = (home / "loopd.toml").read_text()
         assert "slots = 2" in loopd_toml and "n_ctx_per_slot = 4096" in loopd_toml
         assert "max_tokens = 512" in loopd_toml
+        assert "temperature = 0.0" in loopd_toml  # the local model's, from _models.py
+        assert f"The owner's home directory, ~, is {user}." in (home / "core.md").read_text()
         said = subprocess.run([str(BIN / "bxctl"), "--config", str(home / "bxctl.toml"), "chat",
                                "--say", "Say hello.", "--json"], capture_output=True, text=True,
                               timeout=300, check=False, env=env)

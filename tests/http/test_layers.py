@@ -1,6 +1,6 @@
 """The package's layering, read from the source (ast): the pure modules do no I/O.
 
-The sans-IO half (`_chunked`, `_sse`, `_errors`, `_error_answers`,
+The sans-IO half (`_chunked`, `_sse`, `_sse_chunked`, `_errors`, `_error_answers`,
 `_endpoint`, `_llama_api`, `_llama_decode`) imports no trio, no h11, no
 socket, and of its own package only other pure modules; every daemon that
 shares the client imports the package, never loopd.
@@ -17,7 +17,7 @@ import boxmaker
 
 PACKAGE = Path(boxmaker.__file__).resolve().parent
 HTTP = PACKAGE / "_http"
-PURE = {"_chunked", "_sse", "_errors", "_error_answers", "_endpoint", "_llama_api",
+PURE = {"_chunked", "_sse", "_sse_chunked", "_errors", "_error_answers", "_endpoint", "_llama_api",
         "_llama_decode"}
 IO_MODULES = {"trio", "h11", "socket", "ssl", "asyncio", "selectors", "subprocess", "os"}
 

@@ -32,7 +32,8 @@ def _fields(cls: type) -> dict[str, Any]:
         "tool": "echo", "args": None, "outcome": Allowed(), "reason": "made up", "grant": "e",
         "grant_entry": None, "private_network": False, "label": "public", "untrusted": False,
         "state": NEW_SESSION, "matched": ("e",), "applicable": ("e",), "grants_digest": "0",
-        "raw_args": {}, "protected": NO_PROTECTED_PATHS,
+        "raw_args": {}, "protected": NO_PROTECTED_PATHS, "effective_args": None, "pin": None,
+        "sources_digest": None,
     }
     return {a.name: values[a.name] for a in attrs.fields(cls)}
 

@@ -236,6 +236,6 @@ def test_values_that_are_not_text_are_not_quoted() -> None:
     messages = [p.message for p in state.report.problems]
     assert messages == [
         "unknown tool (an array); tools are read_file, list_dir, write_file, http_fetch, "
-        "echo, run_command",
+        "echo, run_command, or mcp.<server id>.<local name>",
         "mode (a table) is not one of allow, ask, deny",
     ]

@@ -7,8 +7,10 @@ import importlib.machinery
 import importlib.util
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
+from boxmaker.stack._home import write_starter_home
 from tests.conftest import REPO
 
 SCRIPT = REPO / "scripts" / "bench" / "model"
@@ -93,3 +95,15 @@ def test_the_subset_per_kind() -> None:
         ("list", 0), ("read", 0), ("no_call", 0)]
     assert [(p["kind"], p["n"]) for p in bench.per_kind(prompts, "no_call=3,read=1")] == [
         ("read", 0), ("no_call", 0), ("no_call", 1), ("no_call", 2)]
+
+
+def test_the_notes_core_is_the_starter_without_the_home_line(tmp_path: Path,
+                                                             monkeypatch: Any) -> None:
+    bench = _bench()
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    write_starter_home(tmp_path / "home", upstream="http://127.0.0.1:8080", temperature=0.0)
+    starter = (tmp_path / "home" / "core.md").read_text()
+    notes = bench.without_home_line(starter)
+    assert "The owner's home directory, ~, is " in starter
+    assert "~" not in notes and len(notes.splitlines()) == len(starter.splitlines()) - 1
+    assert bench.Candidate("qwen2.5-coder-1.5b::notes").core == "notes"

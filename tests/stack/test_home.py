@@ -116,11 +116,25 @@ def test_hostile_paths_stay_strings(tmp_path: Path) -> None:
     assert tomllib.loads((home / "brokerd.toml").read_text())["home"] == str(home)
 
 
+def test_core_md_names_the_owners_home_and_the_notes(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    home = tmp_path / "home"
+    starter = write_starter_home(home, upstream="http://127.0.0.1:8080", temperature=0.0)
+    core = (home / "core.md").read_text().splitlines()
+    at = core.index(f"The owner's home directory, ~, is {tmp_path / 'user'}.")
+    assert core[at + 1] == (f"The owner's notes are in the directory {starter.demo_notes} "
+                            "(tools take absolute paths).")
+    assert starter.demo_notes == tmp_path / "user" / "boxmaker-demo" / "notes"
+    assert load_loopd(home / "loopd.toml").inference.temperature == 0.0
+
+
 def test_max_tokens_left_commented_when_not_given(tmp_path: Path) -> None:
     home = tmp_path / "home"
     write_starter_home(home, upstream="http://127.0.0.1:8080", demo_notes=tmp_path / "n")
     table = tomllib.loads((home / "loopd.toml").read_text())
     assert "max_tokens" not in table["inference"]
+    assert "temperature" not in table["inference"]  # loopd's own default
     assert "# max_tokens = 1024" in (home / "loopd.toml").read_text()
 
 

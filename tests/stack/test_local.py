@@ -21,9 +21,11 @@ from boxmaker.stack._local import (
     PACKAGED_TEMPLATES,
     SLOTS,
     TEMPLATE_ENV,
+    THREADS_ENV,
     LocalModel,
     build_script,
     free_port,
+    local_threads,
     wait_healthy,
 )
 from boxmaker.stack._models import DEFAULT_MODEL, MODELS, TEMPLATE_NAME, TEMPLATES
@@ -95,6 +97,29 @@ def test_argv_matches_loopds_self_test_and_the_models_flags(tmp_path: Path) -> N
         assert "--jinja" in argv and pairs["-m"] == str(tmp_path / "m")
         for flag in spec.server_flags:
             assert flag in argv
+
+
+def test_threads_from_the_environment_else_the_cores(monkeypatch: pytest.MonkeyPatch,
+                                                    tmp_path: Path) -> None:
+    local = LocalModel(spec=DEFAULT_MODEL, server=tmp_path / "s", model=tmp_path / "m",
+                       template=tmp_path / "t")
+    monkeypatch.delenv(THREADS_ENV, raising=False)
+    cores = str(local_threads())
+    assert local.argv(1, tmp_path)[local.argv(1, tmp_path).index("-t") + 1] == cores
+    monkeypatch.setenv(THREADS_ENV, "1")
+    argv = local.argv(1, tmp_path)
+    assert argv[argv.index("-t") + 1] == "1" and local_threads() == 1
+    for bad in ("0", "-1", "two", "257", "1.5"):
+        monkeypatch.setenv(THREADS_ENV, bad)
+        with pytest.raises(ConfigurationError, match=THREADS_ENV):
+            local_threads()
+
+
+def test_the_default_model_runs_the_template_that_says_act() -> None:
+    text = (PACKAGED_TEMPLATES / DEFAULT_MODEL.template).read_text(encoding="utf-8")
+    assert DEFAULT_MODEL.template == "qwen2.5-fenced-tool-call-act.jinja"
+    assert "call it at once" in text and "Do not describe the call" in text
+    assert "When the user asks to see, explain or repeat a call, answer in words" in text
 
 
 def test_free_port_is_bindable() -> None:

@@ -24,11 +24,14 @@ from ...proto.audit import (
     Call,
     DecisionRecord,
     Declassify,
+    McpPinRecord,
+    McpServerRecord,
     OutcomeAsk,
     PasskeyRecord,
     Record,
     ResultRecord,
 )
+from ...proto.mcp import PinLedger
 from .._state import TaintChange, rebuild
 from ._audit_startup import StartupReport, open_audit_log
 from ._audit_writer import AuditWriter, FsyncFn, WriteFn, thread_fsync
@@ -48,6 +51,9 @@ class AuditStartup:
     """This start accepted a break and left out the credentials before it: enrol again."""
     abandoned: list[ApprovalRecord] = attrs.field(factory=list)
     """The asks pending when brokerd last stopped (a kill -9), closed at this start."""
+    pins: PinLedger = attrs.field(factory=PinLedger)
+    """Each MCP server's newest `mcp_pin` / `mcp_server drifted` record, split at the
+    last accepted break (12 "Loading and checking a pin")."""
 
 
 MAX_OPEN_ASKS: Final = 65_536
@@ -66,6 +72,7 @@ class TaintCollector:
         self.passkey_records: list[Record] = []
         self.open_asks: dict[int, int] = {}
         """call -> approval_id of an `ask` decision with no approval record yet"""
+        self.pins = PinLedger()
 
     def __call__(self, record: Record) -> None:
         self.head_seq = record.seq
@@ -77,6 +84,14 @@ class TaintCollector:
             # The records before an accepted break are not trusted for
             # credentials: a planted `passkey` record sits in the damage.
             self.passkey_records.clear()
+            self.pins.accepted_break()
+        elif isinstance(event, McpPinRecord):
+            if event.action == "pinned" and event.digest is not None:
+                self.pins.pinned(event.server, event.digest, record.seq)
+            else:
+                self.pins.unpinned(event.server, record.seq)
+        elif isinstance(event, McpServerRecord) and event.event == "drifted":
+            self.pins.drifted(event.server, record.seq)
         if isinstance(event, DecisionRecord) and isinstance(event.outcome, OutcomeAsk):
             asks = self.open_asks
             if len(asks) >= MAX_OPEN_ASKS:
@@ -131,7 +146,8 @@ async def open_audit(config: BrokerdConfig, *, accept_break: bool, fsync: FsyncF
     return AuditStartup(writer=writer, taints=collector.taints,
                         known_sessions=sorted(collector.known), head_seq=head, report=report,
                         passkey_records=collector.passkey_records,
-                        passkeys_dropped=dropped, abandoned=_abandoned(collector.open_asks))
+                        passkeys_dropped=dropped, abandoned=_abandoned(collector.open_asks),
+                        pins=collector.pins)
 
 
 def _abandoned(open_asks: dict[int, int]) -> list[ApprovalRecord]:

@@ -60,6 +60,7 @@ from ._audit_passkey import (
 from ._audit_scan import (
     LineFacts,
 )
+from ._audit_scan_block import BlockFacts
 from ._chain_report import (
     AcceptedBreak,
     ChainReport,
@@ -73,6 +74,7 @@ from ._history import (
 )
 from ._verify import (
     ChainVerifier,
+    OnBlock,
     OnLine,
     OnRecord,
 )
@@ -88,6 +90,7 @@ __all__ = [
     "AcceptedBreak",
     "ApprovalAttempt",
     "ApprovalRecord",
+    "BlockFacts",
     "BoundedCall",
     "Break",
     "Call",
@@ -110,6 +113,7 @@ __all__ = [
     "McpSource",
     "OmittedArgs",
     "OnApproval",
+    "OnBlock",
     "OnCall",
     "OnLine",
     "OnRecord",

@@ -242,11 +242,17 @@ def _scan(line: bytes) -> LineFacts | None:
 
 
 def _call_ok(event: re.Match[str]) -> bool:
-    tool = event.group("tool")
+    omitted = event.group("omitted") if "omitted" in event.re.groupindex else "null"
+    return _args_ok(event.group("tool"), event.group("args"), omitted)
+
+
+def _args_ok(tool: str, args: str, omitted: str) -> bool:
+    """A call's tool (as written, quoted) within its bound, and its arguments (as
+    written) one JSON object in their one form; `omitted` as written ("null" when
+    the arguments are there)."""
     if len(tool) > _MAX_TOOL + 2 and len(json.loads(tool)) > _MAX_TOOL:
         return False
-    args = event.group("args")
-    if "omitted" in event.re.groupindex and event.group("omitted") != "null" and args != "{}":
+    if omitted != "null" and args != "{}":
         return False  # omitted arguments are written as {}
     try:
         value, end = scan_json(args, 0)

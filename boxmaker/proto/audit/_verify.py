@@ -51,6 +51,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from hashlib import sha256
+from itertools import compress, filterfalse
+from operator import lt, methodcaller, not_, or_
 
 from .._errors import DecodeError
 from ._audit import (
@@ -64,6 +66,7 @@ from ._audit import (
 )
 from ._audit_mcp import McpPinRecord
 from ._audit_scan import LineFacts, check_record_line
+from ._audit_scan_block import BlockFacts, scan_block
 from ._chain_report import (
     AcceptedBreak,
     ChainReport,
@@ -125,9 +128,14 @@ class _Note:
         self.region = region
 
 
+_hexdigest = methodcaller("hexdigest")
+
 OnRecord = Callable[[Record], None]
 OnLine = Callable[[bytes, LineFacts], None]
 """Called with each line taken into the chain (its bytes without ``\\n``) and its facts."""
+OnBlock = Callable[[list[bytes], BlockFacts, int], None]
+"""Called with the lines `feed_block` took at once (bytes without ``\\n``), their facts
+and the seq of the first; with `on_line` for the other lines."""
 
 
 class ChainVerifier:
@@ -136,12 +144,15 @@ class ChainVerifier:
     def __init__(
         self, *, expect_head: tuple[int, str] | None = None, on_record: OnRecord | None = None,
         on_line: OnLine | None = None, pin_file: PinFile | None = None,
+        on_block: OnBlock | None = None,
     ) -> None:
         self._expect_head = expect_head
         self._pin_file = pin_file
         self._pins: dict[str, str] = {}  # server -> digest of its newest `pinned` record
         self._on_record = on_record
         self._on_line = on_line
+        self._on_block = on_block
+        self.block_lines = 0  # how many lines feed_block took at once
         self._file: str | None = None
         self._last_file: str | None = None
         self._files = 0
@@ -238,6 +249,98 @@ class ChainVerifier:
         if pending is not None:
             self._judge(pending)
         self._pending = entry
+
+    def feed_block(self, block: bytes) -> None:
+        """Whole lines of the open file, each with its ``\\n``: the same as
+        `feed_content` for each, in order (tests compare the two).  The lines
+        between the first and the last are taken at once when all of them are
+        ordinary records in their one form that continue the chain (seq, prev,
+        references): `scan_block` checks their form, the chain is compared as
+        columns.  Anything else, the lines one by one."""
+        lines = block.split(b"\n")
+        if lines.pop() != b"":
+            raise ValueError("feed_block takes whole lines, each with its newline")
+        feed = self.feed_content
+        if len(lines) < 3 or not self._fast_ready():
+            for line in lines:
+                feed(line, True)
+            return
+        feed(lines[0], True)
+        middle = lines[1:-1]
+        # a recovery after them describes the line before it, which must then be
+        # the one waiting (pending): then the lines one by one
+        start, end = len(lines[0]) + 1, len(block) - len(lines[-1]) - 2
+        if b'"recovery":' in lines[-1] or not self._take_block(block, start, end, middle):
+            for line in middle:
+                feed(line, True)
+        feed(lines[-1], True)
+
+    def _fast_ready(self) -> bool:
+        return self._on_record is None and (self._on_line is None or self._on_block is not None)
+
+    def _take_block(self, block: bytes, start: int, end: int, lines: list[bytes]) -> bool:
+        """Take `lines` (``block[start:end]``) at once; False (nothing of them taken)
+        when they are not all ordinary records continuing the chain."""
+        pending = self._pending
+        if pending is None or pending.facts is None or self._file is None:
+            return False
+        try:
+            text = block.decode("ascii")
+        except UnicodeDecodeError:
+            return False
+        facts = scan_block(text, len(lines), start, end)
+        if facts is None:
+            return False
+        # the line before: judged now, as the next line (no recovery) would have it
+        self._pending = None
+        self._judge(pending)
+        head = self._head
+        if self._broken or head is not pending:  # pragma: no cover - a parsed line is taken
+            return False
+        count = len(lines)
+        first = self._head_seq + 1
+        if facts.seqs != list(map(str, range(first, first + count))):
+            return False
+        hashes = list(map(_hexdigest, map(sha256, lines)))
+        prevs = facts.prevs
+        if prevs[0] != head.hash or prevs[1:] != hashes[:-1]:
+            return False
+        expect = self._expect_head
+        if expect is not None and self._expect_found is None and first <= expect[0] < first + count:
+            return False
+        # step 5: each names an earlier call record: one before the block, or a
+        # call line of the block before it
+        calls = self._calls
+        ref_seqs = [first + index for index in facts.refs]
+        ref_calls = facts.ref_calls
+        block_calls = set(compress(range(first, first + count), facts.is_call))
+        if not all(map(lt, ref_calls, ref_seqs)) or not all(
+                map(calls.__contains__, filterfalse(block_calls.__contains__, ref_calls))):
+            return False
+        calls.update(block_calls)
+        # calls let run with no result yet: what the last line naming each did
+        keys = facts.keys
+        is_result = [keys[index] == "result" for index in facts.refs]
+        acts = list(map(or_, is_result, facts.ref_lets))
+        last = dict(zip(compress(ref_calls, acts), map(not_, compress(is_result, acts)),
+                        strict=True))
+        self._running.update(compress(last, last.values()))
+        self._running.difference_update(compress(last, map(not_, last.values())))
+        self._line += count
+        self._position += count
+        self._records += count
+        self.block_lines += count
+        self._last_line_hash = hashes[-1]
+        entry = _Line(self._file, self._line, self._position, lines[-1], True, hashes[-1],
+                      hashes[-2] if count > 1 else head.hash)
+        # only its seq is read of a head's facts (the chain's next line is judged against it)
+        entry.facts = LineFacts(first + count - 1, prevs[-1], facts.keys[-1], None, False)
+        self._head = entry
+        self._head_seq = first + count - 1
+        self._in_region = False
+        if self._on_block is not None:
+            self._on_block(lines, facts, first)
+        return True
 
     def finish(self) -> ChainReport:
         if self._file is not None:

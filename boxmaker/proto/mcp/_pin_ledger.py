@@ -32,9 +32,16 @@ class PinLedger:
     def __init__(self) -> None:
         self._after: dict[str, Newest] = {}
         self._before: set[str] = set()
+        self._last_pinned: dict[str, str] = {}
 
     def pinned(self, server: str, digest: str, seq: int) -> None:
         self._after[server] = Newest(event="pinned", seq=seq, digest=digest)
+        self._last_pinned[server] = digest
+
+    def last_pinned(self, server: str) -> str | None:
+        """The digest of the server's newest `pinned` record, whatever came after it
+        (an `mcp_pin` record's `prev`)."""
+        return self._last_pinned.get(server)
 
     def unpinned(self, server: str, seq: int) -> None:
         self._after[server] = Newest(event="unpinned", seq=seq, digest=None)

@@ -100,23 +100,35 @@ def check_ts(_: object, attribute: attrs.Attribute[Any], value: str) -> None:
 # --- timestamps ------------------------------------------------------------------
 
 
+def _moment(text: str) -> dt.datetime | None:
+    """The aware UTC datetime of an exact, real timestamp; None for anything else.
+
+    The digits are read by position once the pattern matched, and `datetime`
+    refuses what is not a real moment (month 13, February 30, hour 24, second
+    60), as ``strptime("%Y-%m-%dT%H:%M:%S.%fZ")`` does, without its import and
+    its locale tables (a short-lived bxctl pays for those).
+    """
+    if _TS_RE.fullmatch(text) is None:
+        return None
+    try:
+        return dt.datetime(int(text[0:4]), int(text[5:7]), int(text[8:10]),
+                           int(text[11:13]), int(text[14:16]), int(text[17:19]),
+                           int(text[20:26]), tzinfo=dt.UTC)
+    except ValueError:
+        return None
+
+
 def is_ts(text: str) -> bool:
     """True for an exact, real UTC timestamp ``2026-11-29T07:10:00.000000Z``."""
-    if _TS_RE.fullmatch(text) is None:
-        return False
-    try:
-        dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ")
-    except ValueError:
-        return False
-    return True
+    return _moment(text) is not None
 
 
 def parse_ts(text: str) -> dt.datetime:
     """A wire timestamp -> an aware UTC datetime; DecodeError if not exact."""
-    if not is_ts(text):
+    moment = _moment(text)
+    if moment is None:
         raise DecodeError("not a timestamp of the form YYYY-MM-DDTHH:MM:SS.ffffffZ")
-    naive = dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ")
-    return naive.replace(tzinfo=dt.UTC)
+    return moment
 
 
 def format_ts(moment: dt.datetime) -> str:

@@ -157,6 +157,18 @@ class GrantsStatus:
     digest: str = attrs.field(validator=check_hex64)
 
 
+@attrs.frozen(kw_only=True)
+class SourcesStatus:
+    """The MCP tool sources (12-tool-sources): the set's validity and digest, and how
+    many declared servers are pinned and unpinned."""
+
+    ok: bool
+    count: U64
+    digest: str = attrs.field(validator=check_hex64)
+    pinned: U64
+    unpinned: U64
+
+
 RunnerKind = Literal["podman", "refusing", "echo"]
 
 
@@ -200,10 +212,11 @@ class Status:
     runner: RunnerStatus
     warnings: list[str]
     checkpoints: CheckpointsStatus
+    sources: SourcesStatus
 
 
 GrantRule = Literal[
-    "G1", "G2", "G3", "G4", "G5", "G6", "G7", "G8", "G9",
+    "G1", "G2", "G3", "G4", "G5", "G6", "G7", "G8", "G9", "G10",
     "G17", "G18", "G19", "G20", "G21", "G22",
 ]
 """G17..G22: run_command's (12-tool-sources)."""

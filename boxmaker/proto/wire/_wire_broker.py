@@ -1,7 +1,9 @@
 """broker.sock messages (02-wire): one tool call per connection, loopd -> brokerd.
 
 Request ``{"v":1,"id":N,"call":{...}}``; answers: zero or one ``pending``,
-then exactly one of ``result``, ``denied``, ``error``.  Pure: no I/O.
+then exactly one of ``result``, ``denied``, ``error``.  Or (12-tool-sources)
+``{"v":1,"id":N,"tools":{}}``, not recorded, answered ``tools``: the offered
+tool-source tools as the model sees them.  Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -39,12 +41,42 @@ class Call:
 
 
 @attrs.frozen(kw_only=True)
+class ToolsQuery:
+    """``{"tools": {}}`` (12-tool-sources): the offered tool-source tools."""
+
+
+@attrs.frozen(kw_only=True)
 class BrokerRequest:
     """A decoded broker.sock request frame."""
 
     id: int
     """The client's u64 request id (checked when encoded and decoded)."""
-    call: Call
+    call: Call | ToolsQuery
+    """The call, or the `tools` query."""
+
+
+MAX_TOOL_ITEMS: Final = 65_536
+
+
+@attrs.frozen(kw_only=True)
+class ToolItem:
+    """One offered tool: boxmaker's name, the model's name, what the model sees."""
+
+    name: str = attrs.field(validator=check_tool)
+    model_name: str
+    description: str
+    parameters: Any
+    """The pinned inputSchema with local `$ref`s resolved (opaque: as pinned)."""
+    opaque: bool
+
+
+@attrs.frozen(kw_only=True)
+class ToolsAnswer:
+    """The offered tools, servers in id order, tools in local-name order; `digest`
+    the SHA-256 of `items` in canonical form."""
+
+    digest: str
+    items: list[ToolItem] = attrs.field(validator=attrs.validators.max_len(MAX_TOOL_ITEMS))
 
 
 @attrs.frozen(kw_only=True)
@@ -100,16 +132,18 @@ class Denied:
     runbook: str | None = attrs.field(validator=check_runbook)
 
 
-BrokerAnswer = Pending | Result | Denied | ErrorAnswer
+BrokerAnswer = Pending | Result | Denied | ErrorAnswer | ToolsAnswer
 
-BROKER_REQUEST_TAGS: Final[dict[str, Any]] = {"call": Call}
+BROKER_REQUEST_TAGS: Final[dict[str, Any]] = {"call": Call, "tools": ToolsQuery}
 BROKER_ANSWER_TAGS: Final[dict[str, Any]] = {
     "pending": Pending,
     "result": Result,
     "denied": Denied,
     "error": ErrorAnswer,
+    "tools": ToolsAnswer,
 }
 _ANSWER_BY_CLASS = tag_table(BROKER_ANSWER_TAGS)
+_REQUEST_BY_CLASS = tag_table(BROKER_REQUEST_TAGS)
 
 
 def decode_broker_request(body: bytes | str) -> BrokerRequest:
@@ -119,7 +153,8 @@ def decode_broker_request(body: bytes | str) -> BrokerRequest:
 
 
 def encode_broker_request(request: BrokerRequest) -> bytes:
-    return encode_request(request.id, "call", request.call, Call)
+    tag, cls = tag_of(_REQUEST_BY_CLASS, request.call)
+    return encode_request(request.id, tag, request.call, cls)
 
 
 def encode_broker_answer(id: int | None, answer: BrokerAnswer) -> bytes:

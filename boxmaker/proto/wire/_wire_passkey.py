@@ -20,12 +20,13 @@ from ._wire import check_ts
 
 B64URL_MAX: Final = 65_536
 """The longest base64url field (an attestation object with its certificates fits)."""
-_B64URL_RE = re.compile(r"[A-Za-z0-9_-]*", re.ASCII)
-_TOKEN_RE = re.compile(r"[0-9a-f]{64}", re.ASCII)
+# compiled at first use (re's cache), not when admin.sock's classes are imported
+_B64URL = r"[A-Za-z0-9_-]*"
+_TOKEN = r"[0-9a-f]{64}"
 
 
 def check_b64url(_: object, attribute: attrs.Attribute[Any], value: str) -> None:
-    if len(value) > B64URL_MAX or _B64URL_RE.fullmatch(value) is None:
+    if len(value) > B64URL_MAX or re.fullmatch(_B64URL, value, re.ASCII) is None:
         raise InvalidValue(
             f"{attribute.name} is not base64url (A-Z a-z 0-9 - _, no padding, at most "
             f"{B64URL_MAX} characters)")
@@ -37,7 +38,7 @@ def check_optional_b64url(_: object, attribute: attrs.Attribute[Any], value: str
 
 
 def check_token(_: object, attribute: attrs.Attribute[Any], value: str) -> None:
-    if _TOKEN_RE.fullmatch(value) is None:
+    if re.fullmatch(_TOKEN, value, re.ASCII) is None:
         raise InvalidValue(f"{attribute.name} is not 64 lowercase hex digits")
 
 
@@ -226,7 +227,7 @@ def b64url(data: bytes) -> str:
 
 def from_b64url(text: str) -> bytes:
     """Raises ValueError for text that is not base64url."""
-    if _B64URL_RE.fullmatch(text) is None or len(text) % 4 == 1:
+    if re.fullmatch(_B64URL, text, re.ASCII) is None or len(text) % 4 == 1:
         raise ValueError("not base64url")
     try:
         return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))

@@ -126,8 +126,8 @@ DECODE: dict[tuple[str, str], Callable[[bytes], object]] = {
 }
 # JSON objects whose keys are free (any JSON object): tool arguments and outputs
 # (and, for passkeys, the browser's credential and creation options: the webauthn
-# package checks them)
-FREE_FORM_KEYS = frozenset({"args", "output", "credential", "creation"})
+# package checks them; for tool-source tools, the pinned schema the model sees)
+FREE_FORM_KEYS = frozenset({"args", "output", "credential", "creation", "parameters"})
 # Fields a request may leave out (newer than the format; written only when not null)
 OPTIONAL_FIELDS = frozenset({(("approve",), "assertion"), (("declassify",), "assertion"),
                              (("event", "tool_result"), "exit")})
@@ -336,6 +336,8 @@ SPEC_ANCHORS = {
     "passkey-required",
     "approvals-exhausted",  # issue 11 amends 02-wire's tables
     "too-many-pending",  # issue 22 item 9 amends them again
+    "sources-invalid",  # 12-tool-sources "Wire changes"
+    "source-unpinned",
 }
 
 
@@ -343,7 +345,7 @@ def test_error_table_matches_the_spec() -> None:
     assert set(ERROR_RUNBOOKS) == set(ERROR_CODES)
     assert len(ERROR_CODES) == 14
     assert set(DENIAL_RUNBOOKS) == set(DENIAL_CODES)
-    assert len(DENIAL_CODES) == 13
+    assert len(DENIAL_CODES) == 15  # 12-tool-sources: sources_invalid, source_unpinned
     for pointer in [*ERROR_RUNBOOKS.values(), *DENIAL_RUNBOOKS.values()]:
         if pointer is not None:
             match = re.fullmatch(r"docs/runbook\.md#([a-z0-9-]+)", pointer)
@@ -571,6 +573,24 @@ def test_ts_round_trip(moment: dt.datetime) -> None:
     text = format_ts(moment)
     assert is_ts(text)
     assert parse_ts(text) == moment
+
+
+@settings(max_examples=500)
+@given(st.tuples(*[st.integers(0, 99)] * 7, st.integers(0, 999999)))
+def test_is_ts_accepts_what_strptime_accepts(parts: tuple[int, ...]) -> None:
+    """The digits read by position accept exactly the real moments strptime accepts
+    (month 0 or 13, day 31 of a short month, hour 24, second 60 all refused)."""
+    century, year, month, day, hour, minute, second, micro = parts
+    text = (f"{century:02}{year:02}-{month:02}-{day:02}T{hour:02}:{minute:02}:"
+            f"{second:02}.{micro:06}Z")
+    try:
+        expected: dt.datetime | None = dt.datetime.strptime(
+            text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.UTC)
+    except ValueError:
+        expected = None
+    assert is_ts(text) == (expected is not None)
+    if expected is not None:
+        assert parse_ts(text) == expected
 
 
 def test_history_answer_carries_what_loopd_stores() -> None:

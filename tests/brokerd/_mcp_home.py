@@ -1,0 +1,46 @@
+"""A brokerd home with MCP tool sources and a pin already in its log, for the tests
+of broker.sock's `tools` and of `mcp.*` calls (shared by tests/brokerd and
+tests/integration).  The pin record is appended by brokerd's own audit writer,
+so the chain holds, as if the owner had pinned with `bxctl mcp pin`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import trio
+
+from boxmaker._brokerd_config import load_config
+from boxmaker.brokerd._mcp_sources import write_pin
+from boxmaker.brokerd._tool_sources import pin_record
+from boxmaker.brokerd.log._audit_link import open_audit
+from boxmaker.proto.mcp import Pin, SourceSet, make_pin, parse_source_texts, pin_source, pin_tools
+from tests.fakes.brokerd import Home, start
+
+
+def pin_for(source_text: str, server: str, tools: Sequence[dict[str, Any]], *,
+            protocol: str = "2025-11-25") -> Pin:
+    state = parse_source_texts({"s.toml": source_text})
+    assert isinstance(state, SourceSet), state
+    decl = state.servers[server]
+    return make_pin(server=server, protocol=protocol,  # type: ignore[arg-type]
+                    source=pin_source(decl), tools=pin_tools(list(tools), decl.pin_ignore),
+                    server_info=None, instructions=None,
+                    pinned_at="2026-12-02T10:00:00.000000Z", by=1000)
+
+
+def pin_in_log(home: Home, pin: Pin) -> None:
+    """Write the pin file, then append its `mcp_pin` record (brokerd started once,
+    then stopped)."""
+
+    async def append() -> None:
+        config = load_config(home.config)
+        startup = await open_audit(config, accept_break=False, fsync=None)
+        try:
+            write_pin(config.audit, pin)
+            await startup.writer.append([pin_record(pin, prev=None, by=1000)])
+        finally:
+            await startup.writer.aclose()
+
+    start(home).stop()  # the log and its checkpoint key, as a first start makes them
+    trio.run(append)
