@@ -210,10 +210,12 @@ async def serve_tcp(handler: Handler, host: str, port: int, *,
                     ssl_context: ssl.SSLContext | None = None,
                     max_connections: int = MAX_CONNECTIONS,
                     own_answer: OwnAnswer = plain_answer,
+                    after_close: Callable[[], object] | None = None,
                     task_status: trio.TaskStatus[list[trio.SocketListener]]
                     = trio.TASK_STATUS_IGNORED) -> None:
     """Listen on host:port and serve every connection in its own task (TLS with
-    `ssl_context`), at most `max_connections` at once (past it, accepting pauses)."""
+    `ssl_context`), at most `max_connections` at once (past it, accepting pauses);
+    `after_close` is called when each connection is closed."""
     listeners = await trio.open_tcp_listeners(port, host=host)
 
     async def one(transport: trio.SocketStream) -> None:
@@ -235,6 +237,8 @@ async def serve_tcp(handler: Handler, host: str, port: int, *,
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await stream.aclose()
             await trio.aclose_forcefully(transport)
+            if after_close is not None:
+                after_close()
 
     limiter = trio.CapacityLimiter(max_connections)
     pauses = _PauseLog()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ import attrs
 import trio
 
 from .._http._http11 import Handler, HttpRequest, HttpResponse, serve_tcp, server_tls
+from .._malloc import trim
 from ._admin_client import AdminPort
 from ._app import CSP, PageApp
 from ._config import PageConfig
@@ -31,6 +33,28 @@ log = logging.getLogger("boxmaker.approvals")
 
 MAX_CONNECTIONS = 64
 """The phone and a laptop need a few; the rest wait in the kernel's queue."""
+TRIM_EVERY = 64
+"""Connections closed between two trims of the C heap (`_malloc.trim`)."""
+
+
+class HeapTrimmer:
+    """Gives the C heap's free pages back every `every` closed connections.
+
+    Each TLS connection leaves OpenSSL's and trio's freed buffers in glibc's heap,
+    scattered among what stays alive, so the heap's resident size crept up by about
+    1 MB per 1,000 connections while what is in use after a collection stayed the
+    same (issue 23 goal 6).  One trim per 64 connections costs well under a
+    millisecond."""
+
+    def __init__(self, every: int = TRIM_EVERY, give_back: Callable[[], object] = trim) -> None:
+        self.every = every
+        self.give_back = give_back
+        self.closed = 0
+
+    def __call__(self) -> None:
+        self.closed += 1
+        if self.closed % self.every == 0:
+            self.give_back()
 
 
 @attrs.frozen(kw_only=True)
@@ -136,7 +160,8 @@ async def serve(config: PageConfig, *,
     async with trio.open_nursery() as nursery:
         listeners: list[trio.SocketListener] = await nursery.start(partial(
             serve_tcp, handler, config.host, config.port, ssl_context=context,
-            own_answer=own_answer, max_connections=MAX_CONNECTIONS))
+            own_answer=own_answer, max_connections=MAX_CONNECTIONS,
+            after_close=HeapTrimmer()))
         scheme = "https" if context is not None else "http"
         binds = []
         for listener in listeners:

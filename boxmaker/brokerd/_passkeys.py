@@ -9,6 +9,10 @@ the credential is enrolled, the challenge is the one expected, the origin and
 RP id are the configured ones, user presence and verification are set, the
 sign count did not go backwards.  Pure apart from the clock it is given: no
 I/O.
+
+`webauthn` (with pyOpenSSL and pyasn1 behind it, 7 MB of a process) is imported by
+the checks that use it, when the first one runs: a brokerd without passkeys, or
+before the first approval, never holds it (issue 23).
 """
 
 from __future__ import annotations
@@ -20,19 +24,6 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
-from webauthn import (
-    generate_registration_options,
-    options_to_json,
-    verify_authentication_response,
-    verify_registration_response,
-)
-from webauthn.helpers.exceptions import WebAuthnException
-from webauthn.helpers.structs import (
-    AuthenticatorSelectionCriteria,
-    PublicKeyCredentialDescriptor,
-    ResidentKeyRequirement,
-    UserVerificationRequirement,
-)
 
 from .._errors import PeerError, UnavailableError
 from .._passkey_check import FramedCeremony, check_not_framed
@@ -164,6 +155,9 @@ class PasskeyRegistry:
         credential = self.credentials.get(assertion.credential_id)
         if credential is None:
             raise PasskeyInvalid(f"credential {assertion.credential_id[:16]}... is not enrolled")
+        from webauthn import verify_authentication_response
+        from webauthn.helpers.exceptions import WebAuthnException
+
         try:
             check_not_framed(assertion.client_data_json, self.origins)
             verified = verify_authentication_response(
@@ -224,6 +218,14 @@ class PasskeyRegistry:
         """PublicKeyCredentialCreationOptions for the link, in JSON form."""
         if self.rp_id is None:
             raise PasskeyInvalid("passkeys are not set up: [approvals] rp_id is not configured")
+        from webauthn import generate_registration_options, options_to_json
+        from webauthn.helpers.structs import (
+            AuthenticatorSelectionCriteria,
+            PublicKeyCredentialDescriptor,
+            ResidentKeyRequirement,
+            UserVerificationRequirement,
+        )
+
         options = generate_registration_options(
             rp_id=self.rp_id, rp_name=RP_NAME, user_id=b"boxmaker-owner", user_name="owner",
             user_display_name="boxmaker owner", challenge=enrolment.registration_challenge,
@@ -247,6 +249,9 @@ class PasskeyRegistry:
         client_data = response.get("clientDataJSON") if type(response) is dict else None
         if type(client_data) is not str:
             raise PasskeyInvalid("the new credential has no clientDataJSON")
+        from webauthn import verify_registration_response
+        from webauthn.helpers.exceptions import WebAuthnException
+
         try:
             check_not_framed(client_data, self.origins)
             verified = verify_registration_response(

@@ -371,11 +371,20 @@ def parse_host_pattern(text: str) -> tuple[HostPattern | None, str | None]:
     return HostPattern(text=text, name=name, wildcard=wildcard, port=port), None
 
 
-def _check_file(item: GrantFile) -> tuple[list[Grant], list[GrantProblem], list[tuple[int, str]]]:
-    """G1..G9 for one file: its grants (when valid), problems, and (index, id) seen."""
+Seen = Grant | tuple[int, str]
+"""A table's id as seen: its valid grant (which holds its index and id), or the
+(index, id) of a table with problems; no object of its own for a valid grant, since
+with 100,000 grants a tuple each is megabytes alive until the load ends (issue 23)."""
+
+Checked = tuple[list[Grant], list[GrantProblem], list[Seen]]
+"""A file's grants (when valid), problems, and the ids seen in table order."""
+
+
+def _check_file(item: GrantFile) -> Checked:
+    """G1..G9 for one file."""
     problems: list[GrantProblem] = []
 
-    def whole(message: str) -> tuple[list[Grant], list[GrantProblem], list[tuple[int, str]]]:
+    def whole(message: str) -> Checked:
         problems.append(
             GrantProblem(file=item.name, index=None, grant=None, rule="G1", message=message)
         )
@@ -424,10 +433,10 @@ def _check_file(item: GrantFile) -> tuple[list[Grant], list[GrantProblem], list[
 
 
 def _check_tables(item: GrantFile, tables: Iterable[Any], problems: list[GrantProblem]
-                  ) -> tuple[list[Grant], list[GrantProblem], list[tuple[int, str]]]:
+                  ) -> Checked:
     """G1..G9 for each `[[grant]]` table of a file, appending to `problems`."""
     grants: list[Grant] = []
-    ids: list[tuple[int, str]] = []
+    ids: list[Seen] = []
     for index, table in enumerate(tables):
         if type(table) is not dict:
             problems.append(
@@ -443,10 +452,11 @@ def _check_tables(item: GrantFile, tables: Iterable[Any], problems: list[GrantPr
         check = _TableCheck(item.name, index, table)
         grant = check.check()
         problems.extend(check.problems)
-        if check.grant_id is not None:
-            ids.append((index, check.grant_id))
         if grant is not None:
             grants.append(grant)
+            ids.append(grant)
+        elif check.grant_id is not None:
+            ids.append((index, check.grant_id))
     return grants, problems, ids
 
 
@@ -457,6 +467,9 @@ def _rule_number(problem: GrantProblem) -> int:
 def _g22(grants: list[Grant]) -> list[GrantProblem]:
     """G22 over the set: a writable run_command grant read back at a lower label.
     (MCP grants' `paths` constraints join the readers when tool sources land.)"""
+    commands = [g for g in grants if isinstance(g.command, CommandGrant)]
+    if not commands:  # no reader list then: 100,000 file grants would make 100,000 (issue 23)
+        return []
     readers = [
         Reader(grant=g.id, paths=g.paths, label=g.label)
         for g in grants
@@ -465,9 +478,8 @@ def _g22(grants: list[Grant]) -> list[GrantProblem]:
              or (g.tool in CATALOGUE.path_tools and CATALOGUE[g.tool].reads))
     ]
     out: list[GrantProblem] = []
-    for grant in grants:
-        if not isinstance(grant.command, CommandGrant):
-            continue
+    for grant in commands:
+        assert isinstance(grant.command, CommandGrant)
         for message in g22_problems(grant.command, grant.label, grant.max_label, readers):
             out.append(GrantProblem(file=grant.file, index=grant.index, grant=grant.id,
                                     rule="G22", message=message))
@@ -496,12 +508,14 @@ def parse_grant_files(files: Iterable[GrantFile], *,
     digest = grant_digest(ordered)
     grants: list[Grant] = []
     problems: list[GrantProblem] = []
-    first_place: dict[str, tuple[str, int]] = {}
+    first_place: dict[str, Grant | tuple[str, int]] = {}
     for item in ordered:
         file_grants, file_problems, ids = _check_file(item)
-        for index, grant_id in ids:
-            if grant_id in first_place:
-                where, at = first_place[grant_id]
+        for seen in ids:
+            index, grant_id = (seen.index, seen.id) if isinstance(seen, Grant) else seen
+            place = first_place.get(grant_id)
+            if place is not None:
+                where, at = (place.file, place.index) if isinstance(place, Grant) else place
                 file_problems.append(
                     GrantProblem(
                         file=item.name,
@@ -513,7 +527,7 @@ def parse_grant_files(files: Iterable[GrantFile], *,
                     )
                 )
             else:
-                first_place[grant_id] = (item.name, index)
+                first_place[grant_id] = seen if isinstance(seen, Grant) else (item.name, index)
         file_problems.sort(key=lambda p: (-1 if p.index is None else p.index, _rule_number(p)))
         problems.extend(file_problems)
         grants.extend(file_grants)

@@ -54,9 +54,10 @@ class HostPattern:
         return (0 if self.wildcard else 1, len(self.name), 0 if self.port is None else 1)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class Grant:
-    """One valid `[[grant]]` table with every default applied."""
+    """One valid `[[grant]]` table with every default applied.  (No `__weakref__` slot:
+    nothing refers to a grant weakly, and 100,000 grants would pay 0.8 MB for it.)"""
 
     id: str
     tool: str
@@ -110,21 +111,39 @@ def _index_by_tool(grants: tuple[Grant, ...]) -> dict[str, tuple[Grant, ...]]:
     return {tool: tuple(items) for tool, items in by_tool.items()}
 
 
-def _index_paths(grants: tuple[Grant, ...]) -> dict[tuple[str, str], tuple[tuple[Grant, str], ...]]:
-    # one dict, its lists made tuples in place: with 100,000 grants a second dict and
-    # every list alive beside it would leave megabytes of holes in the heap (issue 23)
-    index: dict[tuple[str, str], Any] = {}
+PathGrants = Grant | tuple[Grant, ...]
+"""The grants of one tool with one path: the grant itself when it is the only one (as
+it almost always is), else a tuple of two or more in grant order."""
+
+
+def _index_paths(grants: tuple[Grant, ...]) -> dict[str, dict[str, PathGrants]]:
+    # tool -> path -> the grant, or the grants: no key tuple nor (grant, path) pair nor
+    # tuple of one per path, since with 100,000 grants each costs megabytes (issue 23)
+    index: dict[str, dict[str, PathGrants]] = {}
+    shared: dict[tuple[str, str], list[Grant]] = {}
     for grant in grants:
+        paths = index.get(grant.tool)
+        if paths is None:
+            paths = index[grant.tool] = {}
         for path in grant.paths:
-            key = (grant.tool, path)
-            items = index.get(key)
-            if items is None:
-                index[key] = [(grant, path)]
+            found = paths.get(path)
+            if found is None:
+                paths[path] = grant
+            elif isinstance(found, Grant):
+                shared[(grant.tool, path)] = [found, grant]
+                paths[path] = ()  # filled below
             else:
-                items.append((grant, path))
-    for entry, items in index.items():
-        index[entry] = tuple(items)
+                shared[(grant.tool, path)].append(grant)
+    for (tool, path), items in shared.items():
+        index[tool][path] = tuple(items)
     return index
+
+
+def path_grants(found: PathGrants | None) -> tuple[Grant, ...]:
+    """A `GrantSet.by_path` entry as a tuple (empty for None)."""
+    if found is None:
+        return ()
+    return (found,) if isinstance(found, Grant) else found
 
 
 def _path_lengths(grants: tuple[Grant, ...]) -> dict[str, tuple[int, ...]]:
@@ -152,10 +171,8 @@ class GrantSet:
     grants: tuple[Grant, ...]
     digest: str
     by_tool: dict[str, tuple[Grant, ...]] = attrs.field(eq=False, repr=False)
-    by_path: dict[tuple[str, str], tuple[tuple[Grant, str], ...]] = attrs.field(
-        eq=False, repr=False
-    )
-    """(tool, grant path) -> the grants with that path."""
+    by_path: dict[str, dict[str, PathGrants]] = attrs.field(eq=False, repr=False)
+    """tool -> grant path -> the grant with that path, or the grants (`PathGrants`)."""
     path_lengths: dict[str, tuple[int, ...]] = attrs.field(eq=False, repr=False)
     """tool -> the distinct lengths of its grant paths, ascending."""
     by_host: dict[tuple[bool, str], tuple[tuple[Grant, HostPattern], ...]] = attrs.field(

@@ -42,6 +42,7 @@ from ._model import (
     HostPattern,
     InvalidGrantSet,
     Mode,
+    path_grants,
 )
 
 Match = tuple[Grant, str | None, tuple[int, ...]]
@@ -218,10 +219,17 @@ def _entries_covering(tool: str, path: str, grants: GrantSet) -> tuple[tuple[Gra
             if at in wanted:
                 cuts.append(at)
             at = path.find("/", at + 1)
-    by_path = grants.by_path
+    by_path = grants.by_path.get(tool, {})
     found: list[tuple[Grant, str]] = []
     for cut in cuts:
-        found.extend(by_path.get((tool, path[:cut]), ()))
+        entry = path[:cut]
+        hit = by_path.get(entry)
+        if hit is None:
+            continue
+        if isinstance(hit, Grant):
+            found.append((hit, entry))
+        else:
+            found.extend((grant, entry) for grant in hit)
     return tuple(found)
 
 
@@ -237,7 +245,7 @@ def _file_matches(tool: str, path: str, grants: GrantSet) -> list[Match]:
         if len(memo) >= MEMO_SIZE:
             memo.clear()
         memo[key] = above
-    exact = grants.by_path.get((tool, path))
+    exact = grants.by_path.get(tool, {}).get(path)
     if exact is None:
         if not above:
             return []
@@ -246,7 +254,7 @@ def _file_matches(tool: str, path: str, grants: GrantSet) -> list[Match]:
             return [(grant, entry, (len(entry),))]
         found = above
     else:
-        found = above + exact
+        found = above + tuple((grant, path) for grant in path_grants(exact))
     best: dict[str, Match] = {}
     for grant, entry in found:
         _offer(best, grant, entry, (len(entry),))

@@ -14,7 +14,7 @@ import trio
 
 from boxmaker.approvals._app import CSP
 from boxmaker.approvals._config import ApprovalsFile, PageConfig, resolve
-from boxmaker.approvals._serve import Served, serve
+from boxmaker.approvals._serve import TRIM_EVERY, HeapTrimmer, Served, serve
 from boxmaker.approvals._tls import ensure_local_ca
 
 
@@ -107,3 +107,12 @@ async def test_a_failing_request_is_answered_500_and_the_next_is_served() -> Non
     assert ("content-security-policy", CSP) in failed.headers
     again = await handle(HttpRequest(method="GET", target="/", headers=host, body=b""))
     assert again.status == 200
+
+
+def test_the_heap_is_trimmed_every_so_many_closed_connections() -> None:
+    trims: list[int] = []
+    trimmer = HeapTrimmer(every=3, give_back=lambda: trims.append(trimmer.closed))
+    for _ in range(10):
+        trimmer()
+    assert trims == [3, 6, 9]
+    assert HeapTrimmer().every == TRIM_EVERY

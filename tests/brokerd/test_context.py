@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import gc
 import logging
 from collections.abc import AsyncIterator, Sequence
 
@@ -10,10 +11,11 @@ import pytest
 import trio
 
 from boxmaker._brokerd_config import load_config
-from boxmaker.brokerd._context import Daemon, grants_event, unreadable_grants
+from boxmaker.brokerd._context import Daemon, grants_event, refresh_paused, unreadable_grants
 from boxmaker.brokerd._startup import prepare_daemon
 from boxmaker.brokerd.log._audit_link import open_audit
-from boxmaker.policy._model import EMPTY_DIGEST
+from boxmaker.policy._load import GrantsWatcher
+from boxmaker.policy._model import EMPTY_DIGEST, GrantState
 from boxmaker.proto.audit._audit import GrantsChanged
 from tests.fakes.brokerd import ECHO_GRANT, Home
 
@@ -53,6 +55,41 @@ def test_the_grants_event_counts_the_grants_and_the_problems() -> None:
     event = grants_event(unreadable_grants(OSError(errno.EIO, "I/O error")))
     assert (event.ok, event.count, event.problem_count, event.digest) == (
         False, 0, 1, EMPTY_DIGEST)
+
+
+class SeenWatcher(GrantsWatcher):
+    """A real watcher that notes whether the collector ran while it loaded."""
+
+    seen: list[bool]
+    fails = False
+
+    def refresh(self) -> tuple[GrantState, bool]:
+        self.seen.append(gc.isenabled())
+        if self.fails:
+            raise OSError(errno.EIO, "I/O error")
+        return super().refresh()
+
+
+def test_a_load_runs_with_the_collector_paused_and_restored() -> None:
+    home = Home()
+    try:
+        watcher = SeenWatcher(home.grants)
+        watcher.seen = []
+        assert gc.isenabled()
+        state, changed = refresh_paused(watcher)
+        assert state.ok and changed and watcher.seen == [False] and gc.isenabled()
+        gc.disable()
+        try:
+            refresh_paused(watcher)
+            assert watcher.seen == [False, False] and not gc.isenabled()
+        finally:
+            gc.enable()
+        watcher.fails = True
+        with pytest.raises(OSError):
+            refresh_paused(watcher)
+        assert watcher.seen == [False, False, False] and gc.isenabled()
+    finally:
+        home.cleanup()
 
 
 async def test_nothing_changed_gives_no_record(home_and_daemon: tuple[Home, Daemon]) -> None:

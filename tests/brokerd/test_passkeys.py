@@ -125,3 +125,24 @@ def test_settings_go_together() -> None:
     assert "go together" in (check_passkey_settings("box.lan", [], require=False) or "")
     assert "needs rp_id" in (check_passkey_settings(None, [], require=True) or "")
     assert "IP address" in (check_passkey_settings("127.0.0.1", [], require=False) or "")
+
+
+def test_brokerd_loads_webauthn_only_when_a_passkey_is_checked() -> None:
+    """webauthn (and pyOpenSSL, pyasn1) is 7 MB of brokerd's memory: it is imported
+    by the first check that needs it, not when brokerd starts (issue 23)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nimport boxmaker.brokerd._cli, boxmaker.brokerd._serve\n"
+            "import boxmaker.brokerd._startup, boxmaker.brokerd._admin\n"
+            "before = sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('webauthn', 'OpenSSL', 'pyasn1'))\n"
+            "from boxmaker.brokerd._passkeys import PasskeyRegistry\n"
+            "registry = PasskeyRegistry(rp_id='box.lan', origins=('https://box.lan:8443',),"
+            " clock=lambda: 0.0)\n"
+            "registry.creation_options(registry.new_enrolment(action='add', name='k',"
+            " credential_id=None, expires_at=lambda s: 'then'))\n"
+            "print(before, 'webauthn' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert done.stdout.split() == ["[]", "True"]

@@ -161,6 +161,29 @@ async def test_client_and_server_over_tcp() -> None:
             nursery.cancel_scope.cancel()
 
 
+async def test_after_close_is_called_once_per_closed_connection() -> None:
+    closed: list[int] = []
+    three = trio.Event()
+
+    def after_close() -> None:
+        closed.append(len(closed))
+        if len(closed) == 3:
+            three.set()
+
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            listeners = await nursery.start(functools.partial(
+                serve_tcp, Recorder(), "127.0.0.1", 0, after_close=after_close))
+            url = parse_endpoint_url(f"http://127.0.0.1:{listeners[0].socket.getsockname()[1]}/")
+            for number in range(3):
+                answer = await request(url, "POST", "x", b"%d" % number,
+                                       content_type="text/plain")
+                assert answer.status == 200
+            await three.wait()
+            assert closed == [0, 1, 2]
+            nursery.cancel_scope.cancel()
+
+
 async def test_a_handler_that_fails_is_contained_to_its_connection() -> None:
     calls = 0
 

@@ -5,9 +5,19 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from boxmaker.policy._decide import decide
+from boxmaker.policy._decision import ProtectedPaths, ToolCall
 from boxmaker.policy._grants import parse_grant_texts
-from boxmaker.policy._model import EMPTY_DIGEST, GrantSet, GrantsReport, HostPattern
+from boxmaker.policy._model import (
+    EMPTY_DIGEST,
+    Grant,
+    GrantSet,
+    GrantsReport,
+    HostPattern,
+    path_grants,
+)
 from boxmaker.proto._convert import structure, unstructure
+from boxmaker.proto._taint import Taint
 
 
 def test_host_pattern_matching() -> None:
@@ -45,10 +55,52 @@ hosts = ["x.example", "*.x.example:8443"]
 """})
     assert isinstance(state, GrantSet)
     assert [g.id for g in state.by_tool["read_file"]] == ["r"]
-    assert set(state.by_path) == {("read_file", "/a"), ("read_file", "/b")}
+    assert {(tool, path) for tool, paths in state.by_path.items() for path in paths} == {
+        ("read_file", "/a"), ("read_file", "/b")}
     assert set(state.by_host) == {(False, "x.example"), (True, "x.example")}
     assert state.get("h") is not None and state.get("nope") is None
     assert state.ok and state.report.count == 2
+
+
+def test_a_path_of_one_grant_is_the_grant_and_a_shared_one_a_tuple() -> None:
+    """by_path holds the grant itself for a path no other grant of the tool has (no
+    tuple of one: issue 23), and the grants in grant order for a shared one."""
+    state = parse_grant_texts({"a.toml": """
+[[grant]]
+id = "one"
+tool = "read_file"
+mode = "allow"
+paths = ["/a", "/s"]
+[[grant]]
+id = "two"
+tool = "read_file"
+mode = "allow"
+paths = ["/s", "/s"]
+[[grant]]
+id = "three"
+tool = "read_file"
+mode = "deny"
+paths = ["/s/x"]
+[[grant]]
+id = "four"
+tool = "list_dir"
+mode = "allow"
+paths = ["/s"]
+"""})
+    assert isinstance(state, GrantSet)
+    files = state.by_path["read_file"]
+    assert isinstance(files["/a"], Grant) and files["/a"].id == "one"
+    assert [g.id for g in path_grants(files["/s"])] == ["one", "two", "two"]
+    assert [g.id for g in path_grants(files.get("/nope"))] == []
+    assert [g.id for g in path_grants(state.by_path["list_dir"]["/s"])] == ["four"]
+    protected = ProtectedPaths.of([])
+    public = Taint(label="public", untrusted=False)
+    below = decide(ToolCall(tool="read_file", args={"path": "/s/y"}), public, state, protected)
+    assert below.allowed and below.grant == "one"  # one and two tie on /s: the smaller id
+    at = decide(ToolCall(tool="read_file", args={"path": "/s"}), public, state, protected)
+    assert at.allowed and at.grant == "one"
+    denied = decide(ToolCall(tool="read_file", args={"path": "/s/x/z"}), public, state, protected)
+    assert not denied.allowed and denied.grant == "three"
 
 
 def test_report_round_trip() -> None:
