@@ -27,6 +27,7 @@ LAZY_COMMANDS: Final[dict[str, tuple[str, str, str]]] = {
     "chat": ("_chat_cmd", "chat", "Talk to the agent; approve its calls by typing their ids."),
     "grants": ("_grants_all", "grants",
                "Check grant files and explain decisions, with no daemon needed."),
+    "mcp": ("_mcp_all", "mcp", "MCP servers as tool sources: their pins, tools and grants."),
     "passkey": ("_passkey_cmd", "passkey",
                 "The owner's passkeys, which sign approvals from the approval..."),
     "refuse": ("_admin_cmd", "refuse", "Refuse the pending call ID."),

@@ -17,7 +17,7 @@ def test_every_subcommand_is_assembled() -> None:
     assert isinstance(cli, click.Group)
     ctx = click.Context(cli)
     assert set(cli.list_commands(ctx)) == {"audit", "grants", "chat", "passkey", "approvals",
-                                           "approve", "refuse", "status", "session"}
+                                           "approve", "refuse", "status", "session", "mcp"}
     grants = cli.get_command(ctx, "grants")
     assert isinstance(grants, click.Group)
     assert {"replay", "suggest"} <= set(grants.commands)

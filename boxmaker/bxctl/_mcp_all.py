@@ -1,0 +1,11 @@
+"""`bxctl mcp` whole: the group of `_mcp_group` with every command module's commands added.
+
+The lazy root group (`_cli`) imports this module when `mcp` runs; each module
+imported here adds its commands to the group.
+"""
+
+from __future__ import annotations
+
+from ._mcp_group import mcp
+
+__all__ = ["mcp"]
