@@ -2,19 +2,23 @@
 "Pinning"): the reference `mcp-server-time` (scripts/build-mcp-image) probed (the
 `mcp_server probe` record before its container), pinned with a passkey under
 `require_passkey`, the pin used by `mcp_status`, unpinned, and pinned again from a new
-probe.  The acceptance attack: the first pin's request replayed (its probe is used up:
-`no_such_probe`) and its assertion replayed for the new probe (another challenge:
-`passkey_required`, recorded as an attempt; a refused passkey leaves the probe held, so
-the right assertion then pins).  The log verifies afterwards."""
+probe; and the same through `bxctl mcp pin|unpin|list|show`.  The acceptance attack:
+the first pin's request replayed (its probe is used up: `no_such_probe`) and its
+assertion replayed for the new probe (another challenge: `passkey_required`, recorded
+as an attempt; a refused passkey leaves the probe held, so the right assertion then
+pins).  The log verifies afterwards."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from boxmaker.bxctl._cli import cli
 from boxmaker.proto.mcp import pin_challenge
 from boxmaker.proto.wire._wire_passkey import b64url
 from tests.fakes.authenticator import SoftAuthenticator
@@ -102,3 +106,38 @@ def test_pin_unpin_pin_with_a_passkey_and_replays_refused() -> None:
     verify = subprocess.run([str(BXCTL), "audit", "verify", str(home.audit)],
                             capture_output=True, text=True, env=env_for(home), check=False)
     assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+def bxctl(home: Home, *args: str, answers: str = "") -> Any:
+    return CliRunner().invoke(cli, ["--admin-socket", str(home.admin), "mcp", *args],
+                              input=answers)
+
+
+@pytest.mark.podman
+def test_bxctl_pins_unpins_and_pins_again() -> None:
+    home = mcp_home(mcp_image())
+    proc = start(home)
+    try:
+        first = bxctl(home, "pin", "time", answers="y\n")
+        unchanged = bxctl(home, "pin", "time", "--yes")
+        listed = bxctl(home, "list")
+        unpinned = bxctl(home, "unpin", "time", "--reason", "review")
+        declined = bxctl(home, "pin", "time", "--yes", answers="n\n")
+        again = bxctl(home, "pin", "time", answers="y\n")
+        shown = bxctl(home, "show", "time", "--json")
+    finally:
+        assert proc.stop() == 0, proc.log()
+    assert first.exit_code == 0, first.output
+    assert "+ tool get_current_time  (added)" in first.output
+    assert "pinned time " in first.output
+    assert unchanged.exit_code == 0 and "?" not in unchanged.output  # nothing changed
+    assert "time  pinned" in listed.output
+    assert unpinned.exit_code == 0
+    assert declined.exit_code == 1 and "not pinned" in declined.output  # a change: asked
+    assert again.exit_code == 0, again.output
+    view = json.loads(shown.output)
+    assert view["state"] == "pinned"
+    pins = home.events("mcp_pin")
+    assert [p["action"] for p in pins] == ["pinned", "pinned", "unpinned", "pinned"]
+    assert view["pin"] == pins[0]["digest"] == pins[-1]["digest"]
+    assert [p["event"] for p in home.events("mcp_server")] == ["probe"] * 4
