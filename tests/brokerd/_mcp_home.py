@@ -29,16 +29,17 @@ def pin_for(source_text: str, server: str, tools: Sequence[dict[str, Any]], *,
                     pinned_at="2026-12-02T10:00:00.000000Z", by=1000)
 
 
-def pin_in_log(home: Home, pin: Pin) -> None:
-    """Write the pin file, then append its `mcp_pin` record (brokerd started once,
-    then stopped)."""
+def pin_in_log(home: Home, *pins: Pin) -> None:
+    """Write each pin file, then append its `mcp_pin` record (brokerd started once,
+    then stopped); the pins are of different servers."""
 
     async def append() -> None:
         config = load_config(home.config)
         startup = await open_audit(config, accept_break=False, fsync=None)
         try:
-            write_pin(config.audit, pin)
-            await startup.writer.append([pin_record(pin, prev=None, by=1000)])
+            for pin in pins:
+                write_pin(config.audit, pin)
+            await startup.writer.append([pin_record(pin, prev=None, by=1000) for pin in pins])
         finally:
             await startup.writer.aclose()
 

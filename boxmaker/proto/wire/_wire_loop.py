@@ -173,7 +173,8 @@ class ApprovalPendingEvent:
 
 
 ToolDeniedCode = Literal[
-    DenialCode, "runner_unavailable", "audit_unavailable", "broker_unavailable"
+    DenialCode, "runner_unavailable", "audit_unavailable", "broker_unavailable",
+    "source_unavailable"
 ]
 
 
