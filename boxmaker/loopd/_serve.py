@@ -240,6 +240,7 @@ class LoopDaemon:
                             temperature=inference.temperature,
                             max_tokens=inference.max_tokens,
                             tools=tool_schemas(list(self.config.tools)),
+                            configured=self.config.tools,
                             max_rounds=self.config.max_rounds,
                             turn_timeout_s=inference.turn_timeout_s,
                             core_md=self.config.core_md)

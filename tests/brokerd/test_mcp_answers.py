@@ -13,60 +13,21 @@ from a runner that runs nothing.
 
 from __future__ import annotations
 
-import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.brokerd._mcp_home import pin_for, pin_in_log
-from tests.fakes import mcp_stdio_server
+from tests.brokerd._mcp_home import fake_mcp_home
 from tests.fakes.brokerd import BXCTL, Home, call_request, env_for, request, start
-from tests.fakes.podman_mcp import podman_program
 
-IMAGE = "sha256:" + "5b1c" * 16
 SERVERS = {"good": [], "drifty": ["description"], "broken": ["exit_list"]}
-
-
-def server_source(server: str, behaviours: list[str]) -> str:
-    script = json.dumps({"behaviours": behaviours})
-    command = json.dumps([sys.executable, "-I", mcp_stdio_server.__file__, script])
-    return f'''[[mcp_server]]
-id = "{server}"
-image = "{IMAGE}"
-command = {command}
-label = "private"
-untrusted = true
-protocol = "2026-07-28"
-'''
-
-
-def grants() -> str:
-    return "".join(f'''
-[[grant]]
-id = "{server}-echo"
-tool = "mcp.{server}.echo"
-mode = "allow"
-max_label = "private"
-''' for server in SERVERS)
 
 
 @pytest.fixture
 def home() -> Iterator[Home]:
-    made = Home(runner="podman", grants={"mcp.toml": grants()}, fsync=False)
-    program = podman_program(made.root)
-    made.config.write_text(made.config.read_text().replace(
-        'kind = "podman"\n', f'kind = "podman"\npodman = "{program}"\nimage = "{IMAGE}"\n'))
-    (made.home / "sources").mkdir()
-    pins = []
-    for server, behaviours in SERVERS.items():
-        text = server_source(server, behaviours)
-        (made.home / "sources" / f"{server}.toml").write_text(text)
-        pins.append(pin_for(text, server, mcp_stdio_server.tools(set()),
-                            protocol="2026-07-28"))
-    pin_in_log(made, *pins)
+    made = fake_mcp_home(SERVERS)
     yield made
     made.cleanup()
 
