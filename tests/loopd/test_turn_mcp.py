@@ -6,7 +6,8 @@ A turn offers the pinned tools `[loop] tools` names after the built-ins, under
 their model names; the model's call is mapped back to boxmaker's name, decided,
 run and recorded; a drifted server's call ends `tool_denied pin_mismatch`, a
 broken one's `source_unavailable`, each with a fixed text for the model; a name
-that is not offered goes to brokerd as it is (`unknown_tool`).  Without brokerd
+that is not offered goes to brokerd as it is (`unknown_tool`).  loopd's status
+lists the offered tools (`mcp_tools`, for the chat's banner).  Without brokerd
 the turn offers the built-ins only and loopd logs why.
 """
 
@@ -95,6 +96,7 @@ async def test_a_turn_offers_maps_back_and_runs_mcp_tools(
         calls_turn(("t2", "mcp__drifty__echo"), ("t3", "mcp__broken__echo"),
                    ("t4", "mcp__nope__echo")), text_turn("sorry")])
     with trio.fail_after(120):
+        [status] = await loop.ask({"v": 1, "id": 3, "status": {}})
         first = await loop.ask(say(1, "echo hi"))
         second = await loop.ask(say(2, "again", conversation="c2"))
     # After the built-ins, in the answer's order (servers by id, tools by local name);
@@ -102,6 +104,11 @@ async def test_a_turn_offers_maps_back_and_runs_mcp_tools(
     expected = ["echo", "mcp__broken__add", "mcp__broken__echo", "mcp__drifty__echo",
                 "mcp__good__add", "mcp__good__echo"]
     assert offered(loop.fake, 0) == expected and offered(loop.fake, 1) == expected
+    # loopd's status carries the same list for the chat's banner and /help
+    shown = status["status"]["mcp_tools"]
+    assert [t["model_name"] for t in shown] == expected[1:]
+    assert shown[-1] == {"name": "mcp.good.echo", "model_name": "mcp__good__echo",
+                         "description": "Echo the text back."}
     (call,) = events(first, "tool_call")
     assert call["tool"] == "mcp.good.echo"  # boxmaker's name toward the owner
     (result,) = events(first, "tool_result")
@@ -132,7 +139,9 @@ async def test_without_brokerd_a_turn_offers_the_built_ins_and_logs_why(
     loop = await start_loop(nursery, tmp_path, tmp_path / "no-brokerd" / "broker.sock",
                             [text_turn("hello")])
     with trio.fail_after(60):
+        [status] = await loop.ask({"v": 1, "id": 3, "status": {}})
         frames = await loop.ask(say(1))
+    assert "mcp_tools" not in status["status"]
     assert frames[-1]["done"]["finish"] == "stop"
     assert offered(loop.fake, 0) == ["echo"]
     (line,) = [r.getMessage() for r in caplog.records if "tools query" in r.getMessage()]

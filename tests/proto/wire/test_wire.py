@@ -130,7 +130,8 @@ DECODE: dict[tuple[str, str], Callable[[bytes], object]] = {
 FREE_FORM_KEYS = frozenset({"args", "output", "credential", "creation", "parameters"})
 # Fields a request may leave out (newer than the format; written only when not null)
 OPTIONAL_FIELDS = frozenset({(("approve",), "assertion"), (("declassify",), "assertion"),
-                             (("event", "tool_result"), "exit")})
+                             (("event", "tool_result"), "exit"),
+                             (("status",), "mcp_tools")})
 
 
 def _kind(path: Path) -> str:
