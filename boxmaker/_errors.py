@@ -57,6 +57,7 @@ ErrorCode = Literal[
     "no_such_server",
     "no_such_probe",
     "sources_invalid",
+    "source_unavailable",
 ]
 """02-wire "Errors": every error code a socket answers (their pointers:
 `boxmaker._error_table.ERROR_RUNBOOKS`)."""

@@ -69,7 +69,7 @@ from ._passkeys import PasskeyInvalid
 from ._tool_sources import ToolSources, pin_record, unpin_record
 from .runner._mcp_argv import mcp_probe_container_name
 from .runner._mcp_call import probe_mcp_server
-from .runner._mcp_runtime import McpRuntime, SourceUnavailable
+from .runner._mcp_runtime import McpRuntime
 
 log = logging.getLogger("brokerd")
 
@@ -96,13 +96,12 @@ class SourcesInvalid(ConfigurationError):
     runbook = "docs/runbook.md#sources-invalid"
 
 
-class ProbeFailed(SourceUnavailable):
-    """The server did not start, negotiate or list for a probe, or its list cannot be
-    pinned: nothing to pin.  Answered `runner_unavailable` with the second pointer
-    of that code, ``#source-unavailable`` (docs/decisions.md)."""
+class ProbeFailed(UnavailableError):
+    """The server did not start, negotiate or list for a probe, its list cannot be
+    pinned, or no runtime runs MCP servers: nothing to pin."""
 
+    wire_code = "source_unavailable"
     runbook = "docs/runbook.md#source-unavailable"
-    answer_runbook = runbook
 
 
 class PinNotWritten(UnavailableError):

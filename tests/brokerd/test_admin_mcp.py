@@ -81,7 +81,7 @@ def test_probe_and_pin_refusals(home: Home) -> None:
         assert proc.stop() == 0, proc.log()
     assert unknown["error"]["code"] == "no_such_server"
     assert no_runtime["error"] == {
-        "code": "runner_unavailable", "runbook": "docs/runbook.md#source-unavailable",
+        "code": "source_unavailable", "runbook": "docs/runbook.md#source-unavailable",
         "message": no_runtime["error"]["message"]}
     assert "podman" in no_runtime["error"]["message"]
     assert no_probe["error"]["code"] == "no_such_probe"
