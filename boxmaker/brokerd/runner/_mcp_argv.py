@@ -9,7 +9,7 @@ probe's ``-p<probe id>``) and made in the three podman steps
       --security-opt seccomp=<boxmaker's profile>
       --user <uid>:<gid> (plus --userns=keep-id when rootless)
       --memory M --pids-limit P --cpus C --ulimit nofile=N:N --ulimit nproc=N:N
-      --tmpfs /tmp:size=T --workdir /tmp --unsetenv-all
+      --tmpfs /tmp:size=T (and /var/tmp, /run alike) --workdir /tmp --unsetenv-all
       --env HOME=/tmp --env LANG=C.UTF-8 --env PATH=... [--env K=V for each env entry]
       --log-driver=none --interactive <mounts>
       --entrypoint COMMAND[0] IMAGE COMMAND[1:]
@@ -84,6 +84,9 @@ def build_mcp_create_argv(
         "--ulimit", f"nofile={settings.nofile}:{settings.nofile}",
         "--ulimit", f"nproc={settings.nproc}:{settings.nproc}",
         "--tmpfs", f"/tmp:size={decl.tmp}",
+        # Sized like /tmp: with --read-only podman would mount them unsized (issue 22 item 8).
+        "--tmpfs", f"/var/tmp:size={decl.tmp}",
+        "--tmpfs", f"/run:size={decl.tmp}",
         "--workdir", "/tmp",
         "--unsetenv-all",
     ]
