@@ -28,12 +28,25 @@ import trio
 
 from ..._error_table import pointer_of
 from ..._errors import PeerError, UnavailableError
-from ...proto.mcp import CoolDown, Pin, ServerDecl, UnpinnedReason, split_wire_name, tool_verdicts
+from ...proto.mcp import (
+    CoolDown,
+    Pin,
+    ServerDecl,
+    ToolVerdict,
+    UnpinnedReason,
+    split_wire_name,
+    tool_verdicts,
+)
 from ...proto.tools import RunsOn
+from ._host_walk import HostWalker, UnsafeTarget
 from ._mcp_argv import mcp_call_container_name
 from ._mcp_call import McpRun, run_mcp_call
 from ._mcp_launch import Launch, McpLauncher
+from ._mcp_mounts import plan_mcp_mounts
+from ._mounts import MaskSources, Mount
+from ._podman_argv import UNAVAILABLE
 from ._spec import RunOutcome, RunSpec
+from ._three_steps import MountIdentity
 
 
 class SourceUnavailable(UnavailableError):
@@ -55,6 +68,7 @@ class PinMismatch(PeerError):
 SOURCE_UNAVAILABLE_RUNBOOK: Final = pointer_of(SourceUnavailable)
 PIN_MISMATCH_RUNBOOK: Final = pointer_of(PinMismatch)
 
+Planned = tuple[tuple[Mount, ...], tuple[MountIdentity, ...]]
 EventKind = Literal["cooling_down", "drifted"]
 
 
@@ -79,8 +93,8 @@ class McpEvent:
     reason: str
 
 
-def _no_run(container: str, status: Literal["source_unavailable", "runner_unavailable"],
-            message: str) -> McpRun:
+def _no_run(container: str, status: Literal["source_unavailable", "runner_unavailable",
+                                            "unsafe_target"], message: str) -> McpRun:
     return McpRun(status=status, output=None, message=message, container=container,
                   protocol=None, list_digest=None, request_sha256=None, response_sha256=None,
                   is_error=None, exit=None)
@@ -104,8 +118,14 @@ class McpRuntime:
     def __init__(self, launcher: McpLauncher, servers: Mapping[str, McpServerState], *,
                  instance: str, version: str,
                  on_event: Callable[[McpEvent], None] | None = None,
-                 clock: Callable[[], float] = trio.current_time) -> None:
+                 clock: Callable[[], float] = trio.current_time,
+                 walker: HostWalker | None = None,
+                 masks: Callable[[], MaskSources] | None = None) -> None:
         self.launcher = launcher
+        self.walker = walker
+        """The host walker over brokerd's protected set (None: no path argument is
+        mounted, a call with one is `unsafe_target`)."""
+        self.masks = masks
         self.servers = dict(servers)
         self.instance = instance
         self.version = version
@@ -135,6 +155,11 @@ class McpRuntime:
 
     def mcp_name_of(self, tool: str) -> tuple[McpServerState, str] | None:
         """The pinned server and MCP name of an offered `mcp.<id>.<local>`, or None."""
+        found = self.offered(tool)
+        return None if found is None else (found[0], found[1].mcp_name)
+
+    def offered(self, tool: str) -> tuple[McpServerState, ToolVerdict] | None:
+        """The pinned server and the verdict of an offered `mcp.<id>.<local>`, or None."""
         split = split_wire_name(tool)
         if split is None:
             return None
@@ -143,27 +168,57 @@ class McpRuntime:
             return None
         for verdict in tool_verdicts(state.decl, state.pin).values():
             if verdict.status == "offered" and verdict.local == split[1]:
-                return state, verdict.mcp_name
+                return state, verdict
         return None
+
+    async def _mounts(self, spec: RunSpec, verdict: ToolVerdict) -> Planned | str:
+        """The call's mounts, walked on the host (a thread), or why there are none."""
+        grammar = verdict.grammar
+        if grammar is None or not any(k in ("path", "write_path")
+                                      for k in grammar.kinds.values()):
+            return ""
+        walker, masks = self.walker, self.masks
+        if walker is None or masks is None:
+            return "no host walker: a path argument cannot be mounted"
+        entries = {name: paths for name, paths in spec.mcp_paths}
+        return await trio.to_thread.run_sync(
+            lambda: plan_mcp_mounts(walker, grammar, spec.args, entries=entries,
+                                    deny_paths=spec.deny_paths, masks=masks()))
 
     async def run_mcp(self, spec: RunSpec) -> tuple[McpRun, str | None]:
         """One call: its outcome, and the MCP name (None when nothing could be named)."""
-        named = self.mcp_name_of(spec.tool)
+        named = self.offered(spec.tool)
         split = split_wire_name(spec.tool)
         server = split[0] if split is not None else "unknown"
         container = mcp_call_container_name(self.instance, server, spec.call_id)
         if named is None:
             return _no_run(container, "runner_unavailable",
                            f"{spec.tool} is not an offered tool of a pinned server"), None
-        state, mcp_name = named
+        state, verdict = named
+        mcp_name = verdict.mcp_name
         assert state.pin is not None
         cool = self.cool_downs.setdefault(server, CoolDown())
         if cool.cooling(self.clock()):
             return _no_run(container, "source_unavailable",
                            f"the server {server} is cooling down after failing to start "
                            "(bxctl mcp restart ends it)"), mcp_name
+        try:
+            planned = await self._mounts(spec, verdict)
+        except UnsafeTarget as exc:
+            return _no_run(container, "unsafe_target", str(exc)), mcp_name
+        except OSError as exc:
+            return _no_run(container, "runner_unavailable",
+                           f"the call could not be set up ({exc.strerror or exc}). "
+                           f"{UNAVAILABLE}"), mcp_name
+        if isinstance(planned, str):
+            if planned:
+                return _no_run(container, "unsafe_target", planned), mcp_name
+            launch = Launch(decl=state.decl, name=container)
+        else:
+            launch = Launch(decl=state.decl, name=container, mounts=planned[0],
+                            identities=planned[1])
         run = await run_mcp_call(
-            self.launcher, Launch(decl=state.decl, name=container), pin=state.pin,
+            self.launcher, launch, pin=state.pin,
             call_id=spec.call_id, mcp_name=mcp_name, arguments=dict(spec.args),
             version=self.version)
         if run.status == "source_unavailable" and cool.failure(self.clock()):
