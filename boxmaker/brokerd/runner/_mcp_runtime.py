@@ -21,6 +21,7 @@ the status 12 names (docs/decisions.md).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, Final, Literal
 
 import attrs
@@ -38,13 +39,16 @@ from ...proto.mcp import (
     tool_verdicts,
 )
 from ...proto.tools import RunsOn
+from ._egress import EgressProxy, EgressRules, Resolver, system_resolver
 from ._host_walk import HostWalker, UnsafeTarget
 from ._mcp_argv import mcp_call_container_name
 from ._mcp_call import McpRun, run_mcp_call
+from ._mcp_egress import egress_records, egress_rules, sealed_egress
 from ._mcp_launch import Launch, McpLauncher
 from ._mcp_mounts import plan_mcp_mounts
 from ._mounts import MaskSources, Mount
 from ._podman_argv import UNAVAILABLE
+from ._podman_check import PodmanCommandError
 from ._spec import RunOutcome, RunSpec
 from ._three_steps import MountIdentity
 
@@ -101,12 +105,12 @@ def _no_run(container: str, status: Literal["source_unavailable", "runner_unavai
 
 
 def result_source(server: str, mcp_name: str, run: McpRun) -> dict[str, Any]:
-    """`result.source` of an MCP call (04-audit, 12 "Audit records"); no egress yet."""
+    """`result.source` of an MCP call (04-audit, 12 "Audit records")."""
     return {"kind": "mcp", "server": server, "mcp_name": mcp_name, "container": run.container,
             "protocol": run.protocol, "list_digest": run.list_digest,
             "request_sha256": run.request_sha256, "response_sha256": run.response_sha256,
-            "is_error": run.is_error, "exit": run.exit, "egress": [],
-            "egress_truncated": False}
+            "is_error": run.is_error, "exit": run.exit, "egress": list(run.egress),
+            "egress_truncated": run.egress_truncated}
 
 
 class McpRuntime:
@@ -120,8 +124,14 @@ class McpRuntime:
                  on_event: Callable[[McpEvent], None] | None = None,
                  clock: Callable[[], float] = trio.current_time,
                  walker: HostWalker | None = None,
-                 masks: Callable[[], MaskSources] | None = None) -> None:
+                 masks: Callable[[], MaskSources] | None = None,
+                 call_dir: Callable[[str], Path] | None = None,
+                 resolver: Resolver = system_resolver) -> None:
         self.launcher = launcher
+        self.call_dir = call_dir
+        """A fresh per-call directory of brokerd's scratch (the egress socket's); None:
+        a call with egress is `runner_unavailable`."""
+        self.resolver = resolver
         self.walker = walker
         """The host walker over brokerd's protected set (None: no path argument is
         mounted, a call with one is `unsafe_target`)."""
@@ -217,10 +227,14 @@ class McpRuntime:
         else:
             launch = Launch(decl=state.decl, name=container, mounts=planned[0],
                             identities=planned[1])
-        run = await run_mcp_call(
-            self.launcher, launch, pin=state.pin,
-            call_id=spec.call_id, mcp_name=mcp_name, arguments=dict(spec.args),
-            version=self.version)
+        rules = egress_rules(state.decl, mcp_name, verdict.grammar, spec.args,
+                             spec.mcp_private_network)
+        if rules is None:
+            run = await run_mcp_call(self.launcher, launch, pin=state.pin,
+                                     call_id=spec.call_id, mcp_name=mcp_name,
+                                     arguments=dict(spec.args), version=self.version)
+        else:
+            run = await self._with_egress(rules, launch, state.pin, spec, mcp_name)
         if run.status == "source_unavailable" and cool.failure(self.clock()):
             self._tell(McpEvent(server=server, event="cooling_down", call=spec.call_id,
                                 container=container, run=run,
@@ -229,6 +243,31 @@ class McpRuntime:
             self._tell(McpEvent(server=server, event="drifted", call=spec.call_id,
                                 container=container, run=run, reason=run.drift.reason()))
         return run, mcp_name
+
+    async def _with_egress(self, rules: EgressRules, launch: Launch, pin: Pin, spec: RunSpec,
+                           mcp_name: str) -> McpRun:
+        """One call whose container shares a sidecar's network, sealed to `rules`."""
+        if self.call_dir is None:
+            return _no_run(launch.name, "runner_unavailable",
+                           f"no scratch directory for the egress socket. {UNAVAILABLE}")
+        proxy: EgressProxy | None = None
+        try:
+            async with sealed_egress(
+                    self.launcher, rules, container=launch.name, call_dir=self.call_dir,
+                    ready_timeout_s=launch.decl.start_timeout_ms / 1000,
+                    resolver=self.resolver) as (sidecar, proxy):
+                shared = attrs.evolve(launch, network_of=sidecar)
+                run = await run_mcp_call(self.launcher, shared, pin=pin,
+                                         call_id=spec.call_id, mcp_name=mcp_name,
+                                         arguments=dict(spec.args), version=self.version)
+        except PodmanCommandError as exc:
+            run = _no_run(launch.name, "source_unavailable", str(exc))
+        except OSError as exc:
+            run = _no_run(launch.name, "runner_unavailable",
+                          f"the egress socket could not be set up ({exc.strerror or exc}). "
+                          f"{UNAVAILABLE}")
+        egress, truncated = egress_records(proxy)
+        return attrs.evolve(run, egress=egress, egress_truncated=truncated)
 
     async def run(self, spec: RunSpec) -> RunOutcome:
         run, mcp_name = await self.run_mcp(spec)

@@ -19,7 +19,7 @@ import json
 import os
 import subprocess
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -198,6 +198,10 @@ class WithFake:
         self.launches.append(launch)
         async with self.inner.launch(launch) as process:
             yield process
+
+    def sidecar(self, name: str, egress_dir: str, *, ready_timeout_s: float
+                ) -> AbstractAsyncContextManager[None]:
+        return self.inner.sidecar(name, egress_dir, ready_timeout_s=ready_timeout_s)
 
 
 def _podman_launcher(image: str) -> PodmanMcpLauncher:
