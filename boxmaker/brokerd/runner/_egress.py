@@ -273,9 +273,14 @@ class EgressProxy:
         """12's order: the limit, the name against the allowed set (nothing resolved
         unless it matches), the addresses against the table, then connect."""
         named = host if host is not None and host_problem(host) is None else None
+        shown = escape_line(host) if host is not None else "an address literal"
+        if port == 0:
+            # Not a port any record can carry (04-audit: 1..65535); the forwarder never
+            # asks for it, so only a broken sidecar does: refused, in the daemon log.
+            await self._refuse(client, REP_NOT_ALLOWED, f"a CONNECT to {shown} port 0")
+            return None
         record = Connection(host=named, port=port)
         self.connections.append(record)
-        shown = escape_line(host) if host is not None else "an address literal"
         if len(self.connections) > rules.limit:
             record.refused = "limit"
             await self._refuse(client, REP_NOT_ALLOWED, f"{shown}: past max_connections")

@@ -36,6 +36,8 @@ from boxmaker.brokerd.runner._egress import (
 from boxmaker.brokerd.runner._mcp_egress import MAX_RECORDED, egress_records, egress_rules
 from boxmaker.brokerd.runner._mcp_runtime import McpRuntime, McpServerState
 from boxmaker.brokerd.runner._spec import RunOutcome, build_run_spec
+from boxmaker.proto.audit import McpSource
+from boxmaker.proto.audit._audit_mcp import _structure_source, result_source_problem
 from boxmaker.proto.mcp import (
     Pin,
     ServerDecl,
@@ -267,6 +269,10 @@ async def test_the_sealed_host_only_through_the_sidecar(tmp_path: Path) -> None:
     assert outcome.source["egress"][0]["bytes_out"] == 5
     assert outcome.source["egress"][0]["bytes_in"] == 5
     assert outcome.source["egress_truncated"] is False
+    # What brokerd records is what the verifier accepts.
+    payload = {"status": "ok", "output": None, "source": outcome.source}
+    assert result_source_problem(payload) is None
+    assert isinstance(_structure_source(outcome.source, None), McpSource)
 
 
 @pytest.mark.podman
