@@ -5,7 +5,10 @@ It holds the declared servers and their pins as brokerd loaded them
 test launcher).  For one allowed call (a `RunSpec` whose `args` are the
 effective arguments): the server's offered tool of that local name, its MCP
 name from the pin; cooling down is `source_unavailable` without starting
-anything; else one container (`run_mcp_call`).  A start failure (the server
+anything; else its mounts (each `path`/`write_path` argument walked on the
+host, `_mcp_mounts.py`; a refusal is `unsafe_target` with nothing started),
+its egress (`_mcp_egress.py`: none, or a sidecar sealed to the tool's allowed
+hosts, every connection recorded) and one container (`run_mcp_call`).  A start failure (the server
 did not start, negotiate or list, or exited before the call line) counts
 toward the cool-down; the start of one is told to `on_event` (brokerd writes
 the `mcp_server cooling_down` record), as is a drift (`drifted`).
