@@ -8,8 +8,9 @@ not allowed (never resolved), a private address, the connection past
 its bytes counted (the forwarder in front of it: tests/toolkit/test_forward.py).
 On a real podman the fixture server's ``get`` tool
 tunnels through the sidecar: the one host the call's URL names works, another
-host, an IP literal and a private address are refused and recorded, and a
-tool without egress reaches nothing.
+host, an IP literal and a private address are refused and recorded, a
+tool without egress reaches nothing, and a server with egress still has only
+`lo`, no route and no resolver, and cannot reach the host's loopback.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import functools
 import ipaddress
 import json
 import os
+import socket
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -298,4 +301,57 @@ async def test_without_egress_there_is_no_proxy_and_no_network(tmp_path: Path) -
                                  resolver, tmp_path=tmp_path)
     assert _lines(outcome) == ["error: ECONNREFUSED"]
     assert resolver.asked == []
+    assert outcome.source is not None and outcome.source["egress"] == []
+
+
+@pytest.mark.podman
+async def test_with_egress_the_server_still_has_only_lo_no_route_no_resolver(
+        tmp_path: Path) -> None:
+    """The server shares the sidecar's namespace: `lo` only, no route, no resolver, and a
+    listener on the host's loopback is not reached (127.0.0.1 is the sidecar's)."""
+    command = ["/usr/bin/python3", "-I", str(FAKE), json.dumps({"behaviours": ["network"]})]
+    state = parse_source_texts({"fake.toml": f'''
+[[mcp_server]]
+id = "fake"
+image = "{tools_image()}"
+command = {json.dumps(command)}
+label = "private"
+protocol = "2026-07-28"
+start_timeout_ms = 120000
+hosts = ["{ALLOWED}"]
+'''})
+    assert isinstance(state, SourceSet), state
+    server = state.servers["fake"]
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    listener.setblocking(False)
+    port = listener.getsockname()[1]
+    pin = make_pin(server="fake", protocol="2026-07-28", source=pin_source(server),
+                   tools=pin_tools(fake_tools(set()), ()), server_info=None,
+                   instructions=None, pinned_at="2026-12-02T10:00:00.000000Z", by=0)
+    runtime = McpRuntime(WithFake(_podman_launcher(server.image)),
+                         {"fake": McpServerState(decl=server, pin=pin)},
+                         instance=INSTANCE, version="0.test",
+                         call_dir=lambda prefix: Path(tempfile.mkdtemp(prefix=prefix,
+                                                                       dir=tmp_path)),
+                         resolver=Resolver())
+    spec = build_run_spec(call_id=4, session="default", tool="mcp.fake.echo",
+                          args={"text": f"127.0.0.1:{port}"}, grant="g", grant_entry=None,
+                          private_network=False, label="private", untrusted=True)
+    try:
+        with trio.fail_after(240):
+            outcome = await runtime.run(spec)
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+    finally:
+        listener.close()
+        assert [n for n in _names() if n.startswith(f"boxmaker-{INSTANCE}-")] == []
+    assert outcome.status == "ok", outcome
+    assert outcome.output is not None
+    view = json.loads(outcome.output["content"][0]["text"])
+    assert view["interfaces"] == ["lo"]
+    assert view["routes"] == []
+    assert view["resolve"].startswith("error")
+    assert view["connect"].startswith("error")
     assert outcome.source is not None and outcome.source["egress"] == []
