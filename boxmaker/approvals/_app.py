@@ -24,9 +24,11 @@ from .._errors import PeerError
 from ..proto._convert import U64, JsonObject, structure, unstructure
 from ..proto._errors import DecodeError
 from ..proto._escape import escape_line
+from ..proto.tools import CATALOGUE
 from ..proto.wire import (
     AdminAnswer,
     AdminRequestBody,
+    Approval,
     ApprovalList,
     ApprovalsRequest,
     ApproveRequest,
@@ -80,7 +82,9 @@ class PageApp:
     def __init__(self, *, origin: str, ask: Ask, clock: Callable[[], float],
                  wall_now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
                  history: TaintHistory | None = None,
-                 refresh_history: Callable[[], Awaitable[None]] | None = None) -> None:
+                 refresh_history: Callable[[], Awaitable[None]] | None = None,
+                 mounts_of: Callable[[str], Awaitable[list[tuple[str, bool]] | None]]
+                 | None = None) -> None:
         self.origin = origin
         parts = urlsplit(origin)
         self.host = parts.netloc
@@ -91,6 +95,8 @@ class PageApp:
         self.wall_now = wall_now
         self.history = history or TaintHistory()
         self.refresh_history = refresh_history
+        self.mounts_of = mounts_of
+        """A run_command ask grant's mounts, from the grant files (`_grant_mounts`)."""
         self.static = _static_files()
 
     # -- ASGI
@@ -212,9 +218,17 @@ class PageApp:
         if self.refresh_history is not None:
             await self.refresh_history()
         now = self.wall_now()
-        items = [approval_view(a, self.history.of(a.session), now)
+        items = [approval_view(a, self.history.of(a.session), now,
+                               mounts=await self._mounts(a))
                  for a in reversed(answer.items)]
         return {"items": items, "credential": session.credential}
+
+
+    async def _mounts(self, approval: Approval) -> list[tuple[str, bool]] | None:
+        entry = CATALOGUE.get(approval.tool)
+        if self.mounts_of is None or entry is None or entry.approval != "command":
+            return None
+        return await self.mounts_of(approval.grant)
 
 
 def _no_constant(name: str) -> Any:

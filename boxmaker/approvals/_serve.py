@@ -21,6 +21,7 @@ from typing import Any
 import attrs
 import trio
 
+from .._grant_mounts import command_mounts
 from .._http._http11 import Handler, HttpRequest, HttpResponse, serve_tcp, server_tls
 from .._malloc import trim
 from ._admin_client import AdminPort
@@ -84,8 +85,15 @@ def make_app(config: PageConfig) -> PageApp:
         async with lock:
             await trio.to_thread.run_sync(tail.poll)
 
+    grants = config.home / "grants"
+    grants_lock = trio.Lock()
+
+    async def mounts_of(grant: str) -> list[tuple[str, bool]] | None:
+        async with grants_lock:
+            return await trio.to_thread.run_sync(command_mounts, grants, grant)
+
     return PageApp(origin=config.origin, ask=port.ask, clock=trio.current_time,
-                   history=history, refresh_history=refresh)
+                   history=history, refresh_history=refresh, mounts_of=mounts_of)
 
 
 _SECURITY = (("content-security-policy", CSP), ("x-content-type-options", "nosniff"),

@@ -8,12 +8,15 @@ visible.  Values are never cut; the page folds long ones.  Pure: no I/O.
 
 A tool whose catalogue `approval` block is ``command`` (run_command) shows the
 rows bxctl shows (`command_approval_rows`: argv one quoted token per line, cwd,
-the mounts, "network: none"), in the same `args` pairs, with `block` naming it.
+each mount with ro/rw, "network: none"), in the same `args` pairs, with `block`
+naming it; the mounts are the ask grant's `paths`, which the page reads from the
+grant files in brokerd's home (`_grant_mounts`), as bxctl does.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from typing import Any
 
 from ..proto._escape import escape_line
@@ -27,13 +30,14 @@ def shown_value(value: Any) -> str:
     return escape_line(value if isinstance(value, str) else dumps(value))
 
 
-def approval_view(approval: Approval, causes: list[Cause],
-                  now: dt.datetime) -> dict[str, Any]:
-    """The JSON the page's script renders for one pending approval."""
+def approval_view(approval: Approval, causes: list[Cause], now: dt.datetime,
+                  mounts: Sequence[tuple[str, bool]] | None = None) -> dict[str, Any]:
+    """The JSON the page's script renders for one pending approval.  `mounts`: a
+    run_command ask grant's mounts, as the page read them from the grant files."""
     expires = parse_ts(approval.expires_at)
     state = approval.state
     entry = CATALOGUE.get(approval.tool)
-    rows = (command_approval_rows(approval.args, approval.grant)
+    rows = (command_approval_rows(approval.args, approval.grant, mounts)
             if entry is not None and entry.approval == "command" else None)
     if rows is None:
         block = "args"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NoReturn
 
 import click
@@ -120,9 +121,10 @@ def _value(value: Any) -> str:
 
 
 def render_approval(approval: Approval, now: dt.datetime | None = None,
-                    width: int | None = None) -> list[str]:
+                    width: int | None = None, grants: Path | None = None) -> list[str]:
     """The approval block of 07-bxctl (without the question): boxmaker's rows at
-    column 0, every field escaped and wrapped at `width` behind a gutter."""
+    column 0, every field escaped and wrapped at `width` behind a gutter.  `grants`:
+    the grants directory a run_command block reads its mounts from."""
     now = now or dt.datetime.now(dt.UTC)
     width = width or terminal_width()
     expires = parse_ts(approval.expires_at)
@@ -141,10 +143,11 @@ def render_approval(approval: Approval, now: dt.datetime | None = None,
 
     entry = CATALOGUE.get(approval.tool)
     block = _BLOCKS.get(entry.approval if entry is not None else "args", _arg_rows)
-    return lines + block(approval, width, value_indent)
+    return lines + block(approval, width, value_indent, grants)
 
 
-def _arg_rows(approval: Approval, width: int, value_indent: str) -> list[str]:
+def _arg_rows(approval: Approval, width: int, value_indent: str,
+              grants: Path | None = None) -> list[str]:
     """The `args` block: one row per argument, in key order, each value escaped."""
     args = approval.args
     lines = [] if args else ["  args     (none)"]
@@ -157,15 +160,19 @@ def _arg_rows(approval: Approval, width: int, value_indent: str) -> list[str]:
     return lines
 
 
-def _command_rows(approval: Approval, width: int, value_indent: str) -> list[str]:
+def _command_rows(approval: Approval, width: int, value_indent: str,
+                  grants: Path | None = None) -> list[str]:
     """The `command` block (run_command): argv one token per line, quoted and escaped,
-    then cwd, the mounts and "network: none" (`command_block_rows`).  The mounts are
-    the winning grant's `paths`, which the approval does not carry: the block names the
-    grant whose paths they are.  Arguments that are not a valid run_command call (never
-    asked by brokerd) are shown as `args`."""
+    then cwd, each mount with ro/rw and "network: none" (`command_block_rows`).  The
+    mounts are the ask grant's `paths`, which the approval does not carry: they are
+    read from the grant files in `grants` (`command_mounts`); when that cannot be
+    done the block names the grant whose paths they are.  Arguments that are not a
+    valid run_command call (never asked by brokerd) are shown as `args`."""
+    from .._grant_mounts import command_mounts
     from ..proto.tools import command_approval_rows  # the catalogue: when shown
 
-    rows = command_approval_rows(approval.args, approval.grant)
+    mounts = None if grants is None else command_mounts(grants, approval.grant)
+    rows = command_approval_rows(approval.args, approval.grant, mounts)
     if rows is None:
         return _arg_rows(approval, width, value_indent)
     field_width = max(len(field) for field, _ in rows)
@@ -176,7 +183,7 @@ def _command_rows(approval: Approval, width: int, value_indent: str) -> list[str
 
 
 _FIELD_HEAD = " " * len("  args     ")
-_BLOCKS: dict[str, Callable[[Approval, int, str], list[str]]] = {
+_BLOCKS: dict[str, Callable[[Approval, int, str, Path | None], list[str]]] = {
     "args": _arg_rows, "command": _command_rows}
 """How each catalogue `approval` block is shown."""
 
@@ -230,7 +237,7 @@ def approvals(app: App, as_json: bool) -> None:
     for index, approval in enumerate(answer.items):
         if index:
             click.echo("")
-        click.echo("\n".join(render_approval(approval, now, width)))
+        click.echo("\n".join(render_approval(approval, now, width, app.config.grants)))
 
 
 @click.command("approve")

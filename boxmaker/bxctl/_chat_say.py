@@ -67,6 +67,6 @@ def _show_approval(view: ChatView, config: BxctlConfig, approval_id: int) -> Non
         view.notice(f"approval {approval_id}: {answer.message}")
     if not isinstance(answer, Approval):
         return
-    block = render_approval(answer, width=terminal_width())
+    block = render_approval(answer, width=terminal_width(), grants=config.grants)
     view.show("\n".join(block) + "\n")
     view.show(f"approve it with: bxctl approve {answer.approval_id}\n")

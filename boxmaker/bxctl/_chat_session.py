@@ -167,7 +167,8 @@ class ChatSession:
                 return
             from ._admin_cmd import render_approval  # only when a call waits for approval
 
-            block = render_approval(approval, width=terminal_width())
+            block = render_approval(approval, width=terminal_width(),
+                                    grants=self.config.grants)
             view.show("\n".join(block) + "\n")
             view.show("\n".join(wrap_own([(f"type {approval.approval_id} to approve, r to "
                                             "refuse, or Enter to leave it pending: ", False)],

@@ -161,3 +161,48 @@ async def test_logged_in_pending_is_escaped(app: Any) -> None:
                      body=json.dumps({"approval_id": 1, "assertion": {"x": 1}}).encode())
     assert bad[0] == 400 and bad[2]["error"]["code"] == "bad_assertion"
     assert csrf != fresh.csrf
+
+
+GIT_ASK = ('[[grant]]\nid = "git-ask"\ntool = "run_command"\nmode = "ask"\n'
+           'paths = ["/home/me/src", "/home/me/notes"]\ncommands = [["git", "log"]]\n'
+           'rest = "any"\n')
+
+
+async def test_a_run_command_approval_shows_each_mount_of_its_grant(tmp_path: Any) -> None:
+    """issue 25: the block shows every mount with ro/rw, read from the grant files."""
+    from boxmaker._grant_mounts import command_mounts
+
+    grants = tmp_path / "grants"
+    grants.mkdir()
+    (grants / "git.toml").write_text(GIT_ASK)
+    looked_up: list[str] = []
+
+    async def mounts_of(grant: str) -> list[tuple[str, bool]] | None:
+        looked_up.append(grant)
+        return command_mounts(grants, grant)
+
+    async def ask(body: AdminRequestBody) -> AdminAnswer:
+        assert isinstance(body, ApprovalsRequest)
+        return ApprovalList(items=[Approval(
+            approval_id=U64(9), call=U64(8), session="s1", tool="run_command",
+            args={"argv": ["git", "log"], "cwd": "/home/me/src"}, grant="git-ask",
+            state=NEW_SESSION, requested_at="2026-11-29T07:00:00.000000Z",
+            expires_at="2026-11-29T07:10:00.000000Z", challenge="AAAA"), Approval(
+            approval_id=U64(10), call=U64(9), session="s1", tool="echo",
+            args={"text": "x"}, grant="g", state=NEW_SESSION,
+            requested_at="2026-11-29T07:00:00.000000Z",
+            expires_at="2026-11-29T07:10:00.000000Z", challenge="AAAA")])
+
+    page = PageApp(origin=ORIGIN, ask=ask, clock=trio.current_time, mounts_of=mounts_of)
+    cookie, _csrf = await session(page)
+    current = page.sessions.get(cookie.split("=", 1)[1])
+    assert current is not None
+    fresh = page.sessions.log_in(current, "cred")
+    status, _, body = await call(page, "GET", "/api/pending",
+                                 headers={"cookie": f"bx_session={fresh.id}"})
+    assert status == 200
+    echo, command = body["items"]  # newest first
+    assert command["block"] == "command" and echo["block"] == "args"
+    assert [row for row in command["args"] if row[0] == "mount"] == [
+        ["mount", "/home/me/src (ro)"], ["mount", "/home/me/notes (ro)"]]
+    assert looked_up == ["git-ask"]  # only a run_command approval reads the grants

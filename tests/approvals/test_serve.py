@@ -116,3 +116,18 @@ def test_the_heap_is_trimmed_every_so_many_closed_connections() -> None:
         trimmer()
     assert trims == [3, 6, 9]
     assert HeapTrimmer().every == TRIM_EVERY
+
+
+async def test_the_served_page_reads_run_command_mounts_from_the_homes_grants(
+        tmp_path: Path) -> None:
+    from boxmaker.approvals._serve import make_app
+
+    (tmp_path / "grants").mkdir()
+    (tmp_path / "grants" / "git.toml").write_text(
+        '[[grant]]\nid = "git-ask"\ntool = "run_command"\nmode = "ask"\nwrite = true\n'
+        'paths = ["/home/me/src"]\ncommands = [["git", "commit"]]\nrest = "any"\n')
+    app = make_app(config(tmp_path))
+    assert app.mounts_of is not None
+    with trio.fail_after(30):
+        assert await app.mounts_of("git-ask") == [("/home/me/src", True)]
+        assert await app.mounts_of("other") is None

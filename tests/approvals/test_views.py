@@ -86,3 +86,12 @@ def test_a_run_command_approval_shows_the_command_block() -> None:
     view = approval_view(approval({"argv": "git log"}, tool="run_command"), [], NOW)
     assert view["block"] == "args" and view["args"] == [["argv", "git log"]]
     assert approval_view(approval({"path": "/a"}), [], NOW)["block"] == "args"
+
+
+def test_a_run_command_block_with_its_grants_mounts_lists_each_one() -> None:
+    args = {"argv": ["make"], "cwd": "/home/me/src"}
+    view = approval_view(approval(args, tool="run_command"), [], NOW,
+                         mounts=[("/home/me/src", True), ("/home/me/\u202eevil", True)])
+    assert [row for row in view["args"] if row[0] == "mount"] == [
+        ["mount", "/home/me/src (rw)"], ["mount", "/home/me/\\u{202E}evil (rw)"]]
+    assert not any(row[0] == "mounts" for row in view["args"])

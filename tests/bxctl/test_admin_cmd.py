@@ -218,7 +218,7 @@ def test_the_approval_header_wraps_at_words_below_67_columns() -> None:
         assert not any(r.lstrip().startswith("\u2502") for r in rows if "session" in r)
 
 
-def test_a_run_command_approval_shows_argv_one_token_per_line() -> None:
+def test_a_run_command_approval_shows_argv_one_token_per_line(tmp_path: Path) -> None:
     import datetime as dt
 
     from boxmaker.bxctl._admin_cmd import render_approval
@@ -248,3 +248,15 @@ def test_a_run_command_approval_shows_argv_one_token_per_line() -> None:
                    requested_at="2026-12-01T09:59:00.000000Z",
                    expires_at="2026-12-01T10:04:30.500000Z", challenge="Y2hhbGxlbmdl")
     assert any(r.startswith("  args ") for r in render_approval(bad, now, width=100))
+    # with the grant files at hand, every mount is shown with ro/rw (issue 25)
+    grants = tmp_path / "grants"
+    grants.mkdir()
+    (grants / "git.toml").write_text(
+        '[[grant]]\nid = "git-ask"\ntool = "run_command"\nmode = "ask"\nwrite = true\n'
+        'paths = ["/home/me/src", "/home/me/my notes"]\ncommands = [["git", "log"]]\n'
+        'rest = "any"\n')
+    rows = render_approval(approval, now, width=100, grants=grants)
+    mounts = [r.split(None, 1)[1] for r in rows if r.lstrip().startswith("mount ")]
+    assert mounts == ["/home/me/src (rw)", "/home/me/my notes (rw)"], rows
+    assert not any("the paths of grant" in r for r in rows)
+    assert rows[-1].split() == ["network", "none"]

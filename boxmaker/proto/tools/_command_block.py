@@ -35,21 +35,28 @@ def command_block_rows(
     return rows
 
 
-def command_approval_rows(args: Mapping[str, Any], grant: str) -> list[tuple[str, str]] | None:
+def command_approval_rows(args: Mapping[str, Any], grant: str,
+                          mounts: Sequence[tuple[str, bool]] | None = None
+                          ) -> list[tuple[str, str]] | None:
     """The rows an approval of a run_command call shows, in bxctl and on the approval
-    page alike: `command_block_rows`, with the mounts named as the paths of the ask
-    grant (an approval carries no mounts: 12's `source` is null for run_command),
-    then `stdin` when given.  None when `args` is not a valid run_command call
-    (brokerd never asks for one; the caller shows the plain arguments)."""
+    page alike: `command_block_rows`, then `stdin` when given.  An approval carries
+    no mounts (12's `source` is null for run_command): `mounts` are the ask grant's
+    `paths` with its `write`, as whoever shows the approval read them from the grant
+    files; without them the block names the grant whose paths they are.  None when
+    `args` is not a valid run_command call (brokerd never asks for one; the caller
+    shows the plain arguments)."""
     try:
         parsed = parse_run_command_args(args)
     except ArgsError:
         return None
-    rows = command_block_rows(parsed.argv, parsed.cwd, ())
-    network = rows.pop()
-    rows.append(("mounts", f"the paths of grant {escape_line(grant)}, "
-                           "read-write only if it says write = true"))
-    rows.append(network)
+    if mounts is not None:
+        rows = command_block_rows(parsed.argv, parsed.cwd, mounts)
+    else:
+        rows = command_block_rows(parsed.argv, parsed.cwd, ())
+        network = rows.pop()
+        rows.append(("mounts", f"the paths of grant {escape_line(grant)}, "
+                               "read-write only if it says write = true"))
+        rows.append(network)
     if parsed.stdin is not None:
         rows.append(("stdin", escape_line(parsed.stdin)))
     return rows
