@@ -88,13 +88,21 @@ async def sealed_egress(launcher: McpLauncher, rules: EgressRules, *, container:
         listener = await open_unix_listener(where / SIDECAR_SOCKET)
         proxy = EgressProxy(rules=rules, resolver=resolver)
         name = sidecar_name(container)
-        async with trio.open_nursery() as nursery:
-            await nursery.start(proxy.serve, listener)
-            try:
-                async with launcher.sidecar(name, os.fspath(where),
-                                            ready_timeout_s=ready_timeout_s):
-                    yield name, proxy
-            finally:
-                nursery.cancel_scope.cancel()
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(proxy.serve, listener)
+                try:
+                    async with launcher.sidecar(name, os.fspath(where),
+                                                ready_timeout_s=ready_timeout_s):
+                        yield name, proxy
+                finally:
+                    nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            # One failure (the sidecar did not start, the body's own) as itself, so that
+            # the caller's `except PodmanCommandError` sees it; anything else as it came.
+            only = group.exceptions[0] if len(group.exceptions) == 1 else None
+            if isinstance(only, Exception):
+                raise only from None
+            raise
     finally:
         shutil.rmtree(where, ignore_errors=True)

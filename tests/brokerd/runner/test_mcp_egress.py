@@ -20,6 +20,7 @@ import ipaddress
 import json
 import os
 import socket
+import sys
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -355,3 +356,33 @@ hosts = ["{ALLOWED}"]
     assert view["resolve"].startswith("error")
     assert view["connect"].startswith("error")
     assert outcome.source is not None and outcome.source["egress"] == []
+
+
+async def test_no_sidecar_no_call_and_nothing_is_left(tmp_path: Path) -> None:
+    """A launcher without a sidecar (the test launcher) is `source_unavailable` before
+    the server starts; without a scratch directory it is `runner_unavailable`; the
+    per-call directory goes either way."""
+    from boxmaker.brokerd.runner._mcp_launch import SubprocessMcpLauncher
+
+    server = egress_decl()
+    launcher = SubprocessMcpLauncher(lambda _d: [sys.executable, "-I", str(FAKE), "{}"])
+    made: list[Path] = []
+
+    def call_dir(prefix: str) -> Path:
+        made.append(Path(tempfile.mkdtemp(prefix=prefix, dir=tmp_path)))
+        return made[-1]
+
+    spec = build_run_spec(call_id=7, session="default", tool="mcp.fake.get",
+                          args={"url": "https://docs.example.org/", "via": []}, grant="g",
+                          grant_entry=None, private_network=False, label="private",
+                          untrusted=True)
+    for directory in (call_dir, None):
+        runtime = McpRuntime(launcher, {"fake": McpServerState(decl=server, pin=pin_of(server))},
+                             instance=INSTANCE, version="0.test", call_dir=directory)
+        with trio.fail_after(60):
+            outcome = await runtime.run(spec)
+        expected = "source_unavailable" if directory is not None else "runner_unavailable"
+        assert outcome.mcp_status == expected, outcome
+        assert outcome.source is not None and outcome.source["request_sha256"] is None
+    assert launcher.launched == []
+    assert made and not any(p.exists() for p in made)
