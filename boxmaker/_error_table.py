@@ -46,6 +46,7 @@ DenialCode = Literal[
     "too_many_pending",
     "sources_invalid",
     "source_unpinned",
+    "pin_mismatch",
 ]
 
 ERROR_RUNBOOKS: Final[Mapping[ErrorCode, str | None]] = {
@@ -63,6 +64,7 @@ ERROR_RUNBOOKS: Final[Mapping[ErrorCode, str | None]] = {
     "turn_failed": None,
     "passkey_required": "docs/runbook.md#passkey-required",
     "no_such_passkey": None,
+    "source_unavailable": "docs/runbook.md#source-unavailable",
 }
 """02-wire "Errors": every error code and its runbook pointer (or None)."""
 
@@ -82,6 +84,7 @@ DENIAL_RUNBOOKS: Final[Mapping[DenialCode, str | None]] = {
     "too_many_pending": "docs/runbook.md#too-many-pending",
     "sources_invalid": "docs/runbook.md#sources-invalid",
     "source_unpinned": "docs/runbook.md#source-unpinned",
+    "pin_mismatch": "docs/runbook.md#pin-mismatch",
 }
 """broker.sock denial codes and the runbook pointer each carries."""
 
@@ -123,6 +126,10 @@ MODEL_TEXT: Final[Mapping[str, str]] = {
                        "are invalid.",
     "source_unpinned": "The owner's policy refused this call: the owner has not reviewed this "
                        "tool's server.",
+    "pin_mismatch": "The call was not run: this tool's server changed since the owner reviewed "
+                    "it.",
+    "source_unavailable": "The call was not run: this tool's server could not be started right "
+                          "now.",
     "runner_unavailable": "The call was not run: tools cannot run right now.",
     "audit_unavailable": "The call was not run: the audit log cannot be written.",
     "broker_unavailable": "The call was not run: the policy daemon did not answer.",
@@ -132,7 +139,8 @@ denial code, per error code a turn reports as it is (`TURN_ERRORS`) and for
 `broker_unavailable`; they never quote the reason."""
 
 TURN_ERRORS: Final[frozenset[ErrorCode]] = frozenset({"runner_unavailable",
-                                                      "audit_unavailable"})
+                                                      "audit_unavailable",
+                                                      "source_unavailable"})
 """broker.sock's error answers a turn reports under their own code (any other error:
 `broker_unavailable`)."""
 

@@ -54,6 +54,7 @@ ErrorCode = Literal[
     "turn_failed",
     "passkey_required",
     "no_such_passkey",
+    "source_unavailable",
 ]
 """02-wire "Errors": every error code a socket answers (their pointers:
 `boxmaker._error_table.ERROR_RUNBOOKS`)."""

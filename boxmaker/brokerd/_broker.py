@@ -15,7 +15,8 @@
 5. `allowed`: build the RunSpec, wait for a turn (`runner/_queue.py`: at most
    `max_concurrent` run, `max_queued` wait, each `queue_timeout_ms`; a call
    whose requester leaves while it waits never runs), run, ledger **settle**,
-   answer `result` (`runner_unavailable` is an error, `unsafe_target` a denial).
+   answer `result` (`runner_unavailable` and `source_unavailable` are errors,
+   `unsafe_target` and `pin_mismatch` denials).
 
 A call that cannot be recorded is never run and never answered `result`: the
 answer is `error audit_unavailable`.  The call table's replies are broker.sock's
@@ -217,11 +218,10 @@ async def _run_and_settle(stream: trio.abc.Stream, rid: int, daemon: Daemon,
         message: str | None
         runbook: str | None = None
         source: dict[str, Any] | None = None
-        mcp_status: str | None = None
         try:
             outcome = await daemon.runtimes.run(spec)
             status, output, message = outcome.status, outcome.output, outcome.message
-            runbook, source, mcp_status = outcome.runbook, outcome.source, outcome.mcp_status
+            runbook, source = outcome.runbook, outcome.source
         except Exception as exc:  # a bug in a runtime: the tool may have run
             log.exception("call %d: the runtime failed", call.call_id)
             status = "tool_failed"
@@ -238,7 +238,7 @@ async def _run_and_settle(stream: trio.abc.Stream, rid: int, daemon: Daemon,
                                 "message": "the tool's output is larger than "
                                            "[runner] output_max_bytes"}}
         reply = await daemon.ledger.settle(call, status, output, message, runbook=runbook,
-                                           source=source, mcp_status=mcp_status)
+                                           source=source)
         await record_mcp_events(daemon)
         await send_answer(stream, rid, _final(call, reply))
 

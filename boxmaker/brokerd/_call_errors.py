@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from .._errors import UnavailableError
 
-__all__ = ["CallFailed", "CallNotRecorded", "CommandsUnconfigured", "PinMismatchAnswer",
-           "RunnerUnavailable", "SourceUnavailableAnswer", "runner_unavailable"]
+__all__ = ["CallFailed", "CallNotRecorded", "CommandsUnconfigured", "RunnerUnavailable",
+           "SourceUnavailableAnswer", "runner_unavailable"]
 
 
 class CallFailed(UnavailableError):
@@ -33,20 +33,14 @@ class CommandsUnconfigured(RunnerUnavailable):
     """Answered with this pointer, not the code's own (`proto.wire.answer_of`)."""
 
 
-class PinMismatchAnswer(RunnerUnavailable):
-    """An `mcp.*` call whose server served another list than the pin: not sent
-    (12-tool-sources; recorded `pin_mismatch`)."""
+class SourceUnavailableAnswer(CallFailed):
+    """An `mcp.*` call whose server did not start, negotiate or list, exited before
+    the call line, or is cooling down: not sent (12-tool-sources; recorded
+    `source_unavailable`, answered `error source_unavailable`).  A server's
+    `pin_mismatch` is a denial (`_call_events.denied`), not an error."""
 
-    runbook = "docs/runbook.md#pin-mismatch"
-    answer_runbook = runbook
-
-
-class SourceUnavailableAnswer(RunnerUnavailable):
-    """An `mcp.*` call whose server did not start, negotiate or list, or is cooling
-    down: not sent (12-tool-sources; recorded `source_unavailable`)."""
-
+    wire_code = "source_unavailable"
     runbook = "docs/runbook.md#source-unavailable"
-    answer_runbook = runbook
 
 
 class CallNotRecorded(CallFailed):
@@ -59,8 +53,7 @@ class CallNotRecorded(CallFailed):
 def runner_unavailable(runbook: str | None, message: str) -> RunnerUnavailable:
     """The error of a call the runner could not run: `CommandsUnconfigured` when the
     runtime gave its pointer (`RunOutcome.runbook`), else `RunnerUnavailable`."""
-    for cls in (CommandsUnconfigured, PinMismatchAnswer, SourceUnavailableAnswer):
-        if runbook == cls.runbook:
-            return cls(message)
+    if runbook == CommandsUnconfigured.runbook:
+        return CommandsUnconfigured(message)
     return RunnerUnavailable(message)
 

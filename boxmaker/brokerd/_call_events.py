@@ -226,9 +226,6 @@ class Settled:
     runbook: str | None = None  # a runner_unavailable's pointer when not the code's own
     source: dict[str, Any] | None = None
     """12: `result.source` of a tool source's call."""
-    mcp_status: str | None = None
-    """12: `pin_mismatch` or `source_unavailable`, recorded as such (answered as
-    `runner_unavailable` with their own runbook pointers)."""
     kind: ClassVar[str] = "settled"
 
 

@@ -349,14 +349,14 @@ class Ledger:
 
     async def settle(self, call: CallLifecycle, status: RunStatus,
                      output: dict[str, Any] | None, message: str | None, *,
-                     runbook: str | None = None, source: dict[str, Any] | None = None,
-                     mcp_status: str | None = None) -> Reply | None:
+                     runbook: str | None = None,
+                     source: dict[str, Any] | None = None) -> Reply | None:
         """Record the result; a call that ran raises the taint as it is now.
 
         The reply is its answer; None when the runtime's output breaks the
         `result` answer's rules (a runtime's bug: recorded, answered by nobody)."""
         commit = self._settle_now(call, status, output, message, runbook=runbook,
-                                  source=source, mcp_status=mcp_status)
+                                  source=source)
         (step,), _ = await self._commit([commit])
         return step.reply
 
@@ -369,12 +369,11 @@ class Ledger:
     def _settle_now(self, call: CallLifecycle, status: RunStatus,
                     output: dict[str, Any] | None, message: str | None, *,
                     slot: bool = True, runbook: str | None = None,
-                    source: dict[str, Any] | None = None,
-                    mcp_status: str | None = None) -> _Commit:
+                    source: dict[str, Any] | None = None) -> _Commit:
         session = call.request.session
         taint = self.taint_of(session)
         event: CallEvent = (Settled(status=status, output=output, message=message, taint=taint,
-                                    runbook=runbook, source=source, mcp_status=mcp_status)
+                                    runbook=runbook, source=source)
                             if slot else NotRun(reason=message or "", taint=taint))
         step = call.feed(event)
         seq = self.writer.next_seq

@@ -58,7 +58,12 @@ from ..proto.audit import (
 )
 from ..proto.wire import ErrorAnswer, Pending, Result, answer_of
 from ..proto.wire import ResultStatus as RanStatus
-from ._call_errors import CallFailed, CallNotRecorded, runner_unavailable
+from ._call_errors import (
+    CallFailed,
+    CallNotRecorded,
+    SourceUnavailableAnswer,
+    runner_unavailable,
+)
 from ._call_events import (
     Approved,
     AuditFailed,
@@ -266,18 +271,14 @@ class CallLifecycle:
         return Step()
 
     def _result(self, status: ResultStatus, output: dict[str, Any] | None, message: str | None,
-                taint: Taint, runbook: str | None = None, source: dict[str, Any] | None = None,
-                mcp_status: str | None = None) -> Step:
+                taint: Taint, runbook: str | None = None,
+                source: dict[str, Any] | None = None) -> Step:
         allow = self.allow
         label = allow.label or "public"
         untrusted = bool(allow.untrusted)
         ran = status in RAN
         after = taint.raised_by(label, untrusted) if ran else taint
-        recorded: ResultStatus = status
-        if status == "runner_unavailable" and mcp_status in ("pin_mismatch",
-                                                             "source_unavailable"):
-            recorded = "pin_mismatch" if mcp_status == "pin_mismatch" else "source_unavailable"
-        record = ResultRecord(call=U64(self.call_id), status=recorded, label=label,
+        record = ResultRecord(call=U64(self.call_id), status=status, label=label,
                               untrusted=untrusted, state=after,
                               output=output_digest(output) if ran else None,
                               source=None if source is None else structure(
@@ -288,8 +289,12 @@ class CallLifecycle:
             reply = _error(runner_unavailable(runbook,
                 f"brokerd: {message or 'the runner is unavailable'}; nothing ran. "
                 f"See {runbook or condition('runner_unavailable')}"))
-        elif status == "unsafe_target":
-            reply = denied("unsafe_target", message or "unsafe target", allow.grant)
+        elif status == "source_unavailable":
+            reply = _error(SourceUnavailableAnswer(
+                f"brokerd: {message or 'the server is unavailable'}; nothing ran. "
+                f"See {SourceUnavailableAnswer.runbook}"))
+        elif status in ("unsafe_target", "pin_mismatch"):
+            reply = denied(status, message or status.replace("_", " "), allow.grant)
         elif _ran(status):
             reply = _result_answer(status, output, label, untrusted)
         else:  # pragma: no cover - RAN and the two above are every status
@@ -304,7 +309,7 @@ class CallLifecycle:
 
     def _settled(self, event: Settled) -> Step:
         return self._result(event.status, event.output, event.message, event.taint,
-                            event.runbook, event.source, event.mcp_status)
+                            event.runbook, event.source)
 
     def _audit_failed(self, event: AuditFailed) -> Step:
         return Step(reply=_error(CallNotRecorded(event.message)))

@@ -1,10 +1,12 @@
 """The first screen of `bxctl chat`: what the agent can reach, and what can be typed.
 
 The banner names the model (from loopd's status), whether tools run in
-containers (from brokerd's status) and sums the grants up in one line
-("reads and lists ~/boxmaker-demo/notes; asks before fetching from
-docs.python.org; never reads or lists ~/.ssh").  Pure: the callers fetch.
-Everything shown is escaped (a model name comes from the inference server).
+containers (from brokerd's status), the MCP servers' tools loopd offers (from
+loopd's status, `mcp_tools`) and sums the grants up in one line ("reads and
+lists ~/boxmaker-demo/notes; asks before fetching from docs.python.org; never
+reads or lists ~/.ssh").  `/help` lists the MCP tools again with their
+descriptions.  Pure: the callers fetch.  Everything shown is escaped (a model
+name comes from the inference server, a tool's description from its server).
 """
 
 from __future__ import annotations
@@ -32,6 +34,38 @@ What you can type:
   Ctrl-D             leave (boxmaker up then stops everything)
 Elsewhere: bxctl audit show (what happened), bxctl grants explain (what a call would get).
 """
+
+
+DESCRIPTION_MAX = 120
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def mcp_tools_line(loop: LoopStatus | None) -> str | None:
+    """The MCP tools offered, in one line (escaped); None when there are none."""
+    tools = loop.mcp_tools if loop is not None else None
+    if not tools:
+        return None
+    line = escape_line(", ".join(t.name for t in tools))
+    if len(line) > SUMMARY_MAX:
+        line = line[:SUMMARY_MAX] + f"… ({len(tools)} tools: /help)"
+    return line
+
+
+def help_text(loop: LoopStatus | None) -> str:
+    """`/help`: what can be typed, then each MCP tool offered with its description
+    (the first line, escaped and cut: the server's words, not boxmaker's)."""
+    tools = loop.mcp_tools if loop is not None else None
+    if not tools:
+        return HELP
+    lines = ["MCP tools the agent may ask for (descriptions are their servers' words):"]
+    for tool in tools:
+        first = tool.description.strip().split("\n", 1)[0]
+        lines.append(f"  {escape_line(tool.name)}  {_cut(escape_line(first), DESCRIPTION_MAX)}"
+                     .rstrip())
+    return HELP + "\n".join(lines) + "\n"
 
 
 def _verb(form: Literal["alone", "joined", "gerund"], tool: str) -> str:
@@ -121,6 +155,9 @@ def banner_parts(*, loop: LoopStatus | None, broker: Status | None,
         reason = escape_line(broker.runner.reason or "no runner")
         lines.append([("tools cannot run here (", False), (reason, True),
                       ("): allowed calls are answered runner_unavailable", False)])
+    mcp_line = mcp_tools_line(loop)
+    if mcp_line is not None:
+        lines.append([("MCP tools: ", False), (mcp_line, True)])
     if summary is not None:
         lines.append([("grants: ", False), (summary, True)])
     lines += [[("warning: ", False), (escape_line(w), True)] for w in warnings]

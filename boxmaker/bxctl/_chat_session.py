@@ -91,6 +91,8 @@ class ChatSession:
     view: ChatView
     reader: LineReader
     turn_scope: trio.CancelScope | None = None
+    loop_status: LoopStatus | None = None
+    """loopd's status as the banner read it (`/help` lists its MCP tools)."""
 
     async def run_turn(self, text: str) -> bool:
         """One turn; True when it ended with `done`.  A failure of the turn is said
@@ -217,7 +219,7 @@ class ChatSession:
         except (DaemonUnreachable, trio.TooSlowError):
             status = None
         broker = status if isinstance(status, Status) else None
-        loop = await _loop_status(self.config)
+        loop = self.loop_status = await _loop_status(self.config)
         lines = banner_parts(loop=loop, broker=broker,
                              summary=_grants_line(self.config.home / "grants"),
                              warnings=broker.warnings if broker is not None else ())
@@ -240,9 +242,9 @@ class ChatSession:
                     if not text.strip():
                         continue
                     if text.strip() == "/help":
-                        from ._chat_banner import HELP
+                        from ._chat_banner import help_text
 
-                        view.write(HELP)
+                        view.write(help_text(self.loop_status))
                         continue
                     await self.run_turn(text)
                 nursery.cancel_scope.cancel()

@@ -13,6 +13,10 @@ uid is not `brokerd_uid`; brokerd closing without an answer; an answer that
 does not decode; an answer for another id; the deadline passing.
 Cancellation (bxctl went away) and closing the iterator close the connection,
 which makes brokerd withdraw a pending approval and record that.
+
+`tools` asks broker.sock's `tools` query (12-tool-sources) under the same
+deadline and ends in the same six cases (and an error answer) as
+`BrokerUnavailable`.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ from ..proto.wire import (
     ErrorAnswer,
     Pending,
     Result,
+    ToolsAnswer,
+    ToolsQuery,
     decode_broker_answer,
     encode_broker_request,
     parse_ts,
@@ -104,7 +110,28 @@ class BrokerPort:
                 deadline = self._moved_deadline(answer)
                 yield answer
                 answer = await self._by(deadline, self._answer(stream, decoder, request.id))
+        if isinstance(answer, ToolsAnswer):
+            answer = BrokerUnavailable(reason="brokerd's answer is not a call's answer")
         yield answer
+
+    async def tools(self) -> ToolsAnswer | BrokerUnavailable:
+        """broker.sock's `tools` answer: the offered tool-source tools."""
+        request = BrokerRequest(id=U64(secrets.randbits(63)), call=ToolsQuery())
+        deadline = trio.current_time() + self.timeout_ms / 1000
+        opened = await self._by(deadline, self._open())
+        if isinstance(opened, BrokerUnavailable):
+            return opened
+        async with opened as stream:
+            refused = self._refused(stream)
+            if refused is not None:
+                return refused
+            answer = await self._by(deadline, self._ask(stream, FrameDecoder(), request))
+        if isinstance(answer, ToolsAnswer | BrokerUnavailable):
+            return answer
+        if isinstance(answer, ErrorAnswer):
+            return BrokerUnavailable(reason=f"brokerd answered the tools query with error "
+                                            f"{answer.code}")
+        return BrokerUnavailable(reason="brokerd's answer is not a tools answer")
 
     async def _by(self, deadline: float,
                   step: Coroutine[Any, Any, _Step]) -> _Step | BrokerUnavailable:
@@ -137,7 +164,7 @@ class BrokerPort:
         return None
 
     async def _ask(self, stream: trio.SocketStream, decoder: FrameDecoder,
-                   request: BrokerRequest) -> BrokerAnswer:
+                   request: BrokerRequest) -> BrokerAnswer | ToolsAnswer:
         try:
             await send_frame(stream, encode_broker_request(request))
         except (trio.BrokenResourceError, OSError) as exc:
@@ -145,8 +172,8 @@ class BrokerPort:
         return await self._answer(stream, decoder, request.id)
 
     async def _answer(self, stream: trio.SocketStream, decoder: FrameDecoder,
-                      request_id: int) -> BrokerAnswer:
-        """The next answer: `pending`, or the call's outcome."""
+                      request_id: int) -> BrokerAnswer | ToolsAnswer:
+        """The next answer: `pending`, or the call's outcome (or the `tools` answer)."""
         try:
             body = await receive_frame(stream, decoder)
             if body is None:
@@ -161,7 +188,7 @@ class BrokerPort:
             return BrokerUnavailable(
                 reason=f"brokerd answered request {answer_id}, not {request_id}"
             )
-        if isinstance(answer, (Pending, Result, Denied, ErrorAnswer)):
+        if isinstance(answer, (Pending, Result, Denied, ErrorAnswer, ToolsAnswer)):
             return answer
         return BrokerUnavailable(reason="brokerd's answer is not a call's answer")
 

@@ -18,7 +18,7 @@ from .._errors import ConfigError
 from .._http import Endpoint, Timeouts
 from .._paths import UID_MAX, absolute, boxmaker_home, default_socket, under
 from .._toml import TomlFileError, read_toml
-from ._tools import DEFAULT_TOOLS, KNOWN_TOOLS
+from ._tools import DEFAULT_TOOLS, KNOWN_TOOLS, mcp_entry
 
 
 @attrs.frozen(kw_only=True)
@@ -190,9 +190,12 @@ def resolve(raw: LoopdFile, source: Path | None) -> LoopdConfig:
     if not 1 <= loop.max_rounds <= 1000:
         raise ConfigError("loopd", f"[loop] max_rounds: {loop.max_rounds} is outside 1..1000")
     for name in loop.tools:
-        if name not in KNOWN_TOOLS:
+        # mcp.<id>.* and mcp.<id>.<local> are not checked against brokerd's sources
+        # here (the server may be unpinned): each turn offers what is pinned.
+        if name not in KNOWN_TOOLS and mcp_entry(name) is None:
             raise ConfigError("loopd",
-                f"[loop] tools: unknown tool {name!r} (known: {', '.join(sorted(KNOWN_TOOLS))})"
+                f"[loop] tools: unknown tool {name!r} (known: {', '.join(sorted(KNOWN_TOOLS))}; "
+                "or an MCP server's tools: mcp.<server id>.* or mcp.<server id>.<tool>)"
             )
     if len(set(loop.tools)) != len(loop.tools):
         raise ConfigError("loopd", "[loop] tools: a tool is named twice")

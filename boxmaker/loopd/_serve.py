@@ -47,7 +47,9 @@ from ..proto.wire import (
     LoopRequest,
     LoopStatus,
     LoopStatusRequest,
+    McpToolShown,
     SayRequest,
+    ToolsAnswer,
     answer_of,
     decode_loop_request,
     encode_loop_frame,
@@ -57,7 +59,7 @@ from ._config import LoopdConfig
 from ._conversations import ConversationStore
 from ._history import conversation_summaries, history_messages
 from ._selftest import Expected, InferenceMismatch, check_props, self_test
-from ._tools import tool_schemas
+from ._tools import mcp_offer, names_mcp, tool_schemas
 from ._turn import Turn, TurnSettings
 
 log = logging.getLogger("boxmaker.loopd")
@@ -209,6 +211,7 @@ class LoopDaemon:
         if scope.cancelled_caught:
             reason = "the inference server did not answer within 5 s"
         broker_reason = await self._broker_check()
+        mcp_tools = await self._mcp_tools() if broker_reason is None else None
         return LoopStatus(
             version=__version__,
             busy=self.busy,
@@ -217,7 +220,22 @@ class LoopDaemon:
                                       slots=U64(inference.slots), slot=U64(inference.slot),
                                       reason=reason),
             broker=BrokerLinkStatus(ok=broker_reason is None, reason=broker_reason),
+            mcp_tools=mcp_tools,
         )
+
+    async def _mcp_tools(self) -> list[McpToolShown] | None:
+        """What a turn started now would offer of the tool sources (the chat's banner
+        and `/help` list it); None when `[loop] tools` names none or brokerd does not
+        answer the `tools` query within 2 s."""
+        if not names_mcp(self.config.tools):
+            return None
+        with trio.move_on_after(2):
+            answer = await self.broker.tools()
+            if isinstance(answer, ToolsAnswer):
+                offer = mcp_offer(self.config.tools, answer)
+                return [McpToolShown(name=t.name, model_name=t.model_name,
+                                     description=t.description) for t in offer.tools]
+        return None
 
     async def _broker_check(self) -> str | None:
         path = self.config.broker.socket
@@ -240,6 +258,7 @@ class LoopDaemon:
                             temperature=inference.temperature,
                             max_tokens=inference.max_tokens,
                             tools=tool_schemas(list(self.config.tools)),
+                            configured=self.config.tools,
                             max_rounds=self.config.max_rounds,
                             turn_timeout_s=inference.turn_timeout_s,
                             core_md=self.config.core_md)

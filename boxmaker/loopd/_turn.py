@@ -7,6 +7,12 @@ arrives), append the assistant message, and run its tool calls in order
 through brokerd, appending a `tool` message for each.  The turn ends when the
 model stops without calling tools, or at `max_rounds`.
 
+Before the first round, when `[loop] tools` names tool-source tools, the turn
+asks brokerd's `tools` query (through the BrokerPort, with its deadline) and
+offers the items named after the built-ins, under their model names; a
+model's call is mapped back by the items (`McpOffer.wire_name`).  When the
+query fails the turn offers the built-ins only and loopd logs why.
+
 Everything the model produced is data here: tool names and arguments are
 forwarded to brokerd, which decides; nothing in this module allows anything.
 """
@@ -69,6 +75,7 @@ from ._shown import (
     denial_text,
     result_text,
 )
+from ._tools import NO_MCP_OFFER, McpOffer, mcp_offer, names_mcp
 
 log = logging.getLogger("boxmaker.loopd")
 
@@ -81,6 +88,19 @@ _DO_NOT_RETRY = " Do not retry the same call."
 def text_for_model(code: str) -> str:
     text = MODEL_TEXT.get(code, "The owner's policy refused this call.")
     return text if text.endswith(_DO_NOT_RETRY) else text + _DO_NOT_RETRY
+
+
+async def mcp_offer_of(broker: BrokerPort, configured: Sequence[str]) -> McpOffer:
+    """The tool-source tools `[loop] tools` names, from brokerd's `tools` answer;
+    none when it names none (brokerd is not asked) or the query failed (logged)."""
+    if not names_mcp(configured):
+        return NO_MCP_OFFER
+    answer = await broker.tools()
+    if isinstance(answer, BrokerUnavailable):
+        log.warning("this turn offers the built-in tools only: the tools query failed: %s",
+                    escape_line(answer.reason))
+        return NO_MCP_OFFER
+    return mcp_offer(configured, answer)
 
 
 class CoreUnreadable(ConfigurationError):
@@ -155,6 +175,8 @@ class TurnSettings:
     max_rounds: int
     turn_timeout_s: float
     core_md: Path
+    configured: tuple[str, ...] = ()
+    """`[loop] tools` as written: its `mcp.` entries pick the tool-source tools."""
 
 
 @attrs.define
@@ -190,6 +212,8 @@ class Turn:
     events: trio.MemorySendChannel[Event]
     """Where each event goes, in order, the moment it is made (the shell writes them
     as frames); closed when the turn ends, however it ends."""
+    offer: McpOffer = NO_MCP_OFFER
+    """The tool-source tools of this turn (asked for at its start)."""
 
     async def run(self, conversation: str, text: str) -> Done:
         with self.events, trio.move_on_after(self.settings.turn_timeout_s) as scope:
@@ -200,6 +224,7 @@ class Turn:
 
     async def _run(self, conversation: str, text: str, clock: _Clock) -> Done:
         await self.store.append(conversation, user_message(text, now_ts()))
+        self.offer = await mcp_offer_of(self.broker, self.settings.configured)
         prompt_tokens = completion_tokens = 0
         rounds = 0
         ran: dict[str, str] = {}
@@ -264,7 +289,7 @@ class Turn:
             slot=self.settings.slot,
             temperature=self.settings.temperature,
             max_tokens=self.settings.max_tokens,
-            tools=self.settings.tools,
+            tools=[*self.settings.tools, *self.offer.schemas],
         )
         stream = self.llama.chat(body)
         try:
@@ -330,7 +355,7 @@ class Turn:
         self, conversation: str, call_id: str, name: str, arguments: str, clock: _Clock
     ) -> str:
         """Run one call through brokerd; its outcome in boxmaker's words (for a repeat)."""
-        tool = name[:MAX_TOOL_NAME]
+        tool = self.offer.wire_name(name[:MAX_TOOL_NAME])  # boxmaker's name from here on
         call_id = call_id[:MAX_CALL_ID_CHARS]  # as kept in the assistant message
         args, problem = _forwardable_args(arguments)
         await self._send(ToolCallEvent(

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from boxmaker.bxctl._chat_banner import HELP, SUMMARY_MAX, banner_lines, grants_summary
+import attrs
+
+from boxmaker.bxctl._chat_banner import (
+    HELP,
+    SUMMARY_MAX,
+    banner_lines,
+    grants_summary,
+    help_text,
+)
 from boxmaker.policy._grants import parse_grant_texts
 from boxmaker.policy._model import GrantSet
 from boxmaker.proto.wire._wire_admin import (
@@ -15,7 +23,12 @@ from boxmaker.proto.wire._wire_admin import (
     SourcesStatus,
     Status,
 )
-from boxmaker.proto.wire._wire_loop import BrokerLinkStatus, InferenceStatus, LoopStatus
+from boxmaker.proto.wire._wire_loop import (
+    BrokerLinkStatus,
+    InferenceStatus,
+    LoopStatus,
+    McpToolShown,
+)
 from boxmaker.stack._home import write_starter_home
 
 
@@ -84,3 +97,35 @@ def test_banner_names_model_runner_and_grants() -> None:
     assert refusing[0].startswith("model: loopd does not answer")
     assert refusing[1].startswith("tools cannot run here (no runner configured)")
     assert "/help" in HELP and "Ctrl-D" in HELP and "bxctl audit show" in HELP
+
+
+def _with_mcp(*tools: tuple[str, str]) -> LoopStatus:
+    return attrs.evolve(_loop("m.gguf"), mcp_tools=[
+        McpToolShown(name=name, model_name=name.replace(".", "__"), description=description)
+        for name, description in tools])
+
+
+def test_the_offered_mcp_tools_in_the_banner_and_help_escaped() -> None:
+    loop = _with_mcp(("mcp.time.get_current_time", "Now.\nSecond line \x1b[2J."),
+                     ("mcp.time.convert_time", "Convert\u202e a time\u200b. " + "x" * 300))
+    lines = banner_lines(loop=loop, broker=_status("podman", True, None), summary=None)
+    assert lines[2] == "MCP tools: mcp.time.get_current_time, mcp.time.convert_time"
+    text = help_text(loop)
+    assert text.startswith(HELP)
+    added = text[len(HELP):].splitlines()
+    assert added[0].startswith("MCP tools the agent may ask for")
+    assert added[1] == "  mcp.time.get_current_time  Now."  # the first line only
+    assert added[2].startswith("  mcp.time.convert_time  Convert\\u{202E} a time\\u{200B}. xx")
+    assert added[2].endswith("…") and len(added) == 3
+    assert "\x1b" not in text and "\u202e" not in text and "\u200b" not in text
+
+
+def test_no_mcp_tools_no_line_and_the_plain_help() -> None:
+    for loop in (_loop("m.gguf"), _with_mcp(), None):
+        lines = banner_lines(loop=loop, broker=_status("podman", True, None), summary=None)
+        assert not any(line.startswith("MCP tools") for line in lines)
+        assert help_text(loop) == HELP
+    many = _with_mcp(*((f"mcp.s.tool_{n:03}", "") for n in range(40)))
+    (line,) = [x for x in banner_lines(loop=many, broker=None, summary=None)
+               if x.startswith("MCP tools: ")]
+    assert line.endswith("… (40 tools: /help)")

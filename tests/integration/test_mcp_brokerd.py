@@ -109,8 +109,8 @@ def test_mcp_calls_through_brokerd_and_podman(drift: bool) -> None:
         assert source["kind"] == "mcp" and source["server"] == "time"
         assert source["mcp_name"] == "get_current_time" and source["protocol"] == "2025-11-25"
         if drift:
-            assert granted[-1]["error"]["code"] == "runner_unavailable"
-            assert granted[-1]["error"]["runbook"] == "docs/runbook.md#pin-mismatch"
+            assert granted[-1]["denied"]["code"] == "pin_mismatch"
+            assert granted[-1]["denied"]["runbook"] == "docs/runbook.md#pin-mismatch"
             assert result["status"] == "pin_mismatch" and result["output"] is None
             assert source["request_sha256"] is None
             assert source["list_digest"] != pin.digest

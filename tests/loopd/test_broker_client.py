@@ -19,8 +19,11 @@ from boxmaker.proto._framing import FrameDecoder
 from boxmaker.proto.wire._wire import format_ts
 from boxmaker.proto.wire._wire_broker import (
     Denied,
+    ErrorAnswer,
     Pending,
     Result,
+    ToolItem,
+    ToolsAnswer,
     decode_broker_request,
     encode_broker_answer,
 )
@@ -66,7 +69,7 @@ async def serve_script(
             body = await receive_frame(stream, FrameDecoder())
             assert body is not None
             request = decode_broker_request(body)
-            seen.append(request.call.tool)
+            seen.append(getattr(request.call, "tool", "tools query"))
             try:
                 await script(stream, request.id)
             except trio.BrokenResourceError:
@@ -280,3 +283,64 @@ async def test_cancelling_the_call_closes_the_connection(tmp_path: Path, where: 
             call_scope.cancel()
     assert call_scope.cancelled_caught
     assert seen[-1] in ("client closed", "client reset")
+
+
+# -- the tools query (12-tool-sources) ---------------------------------------------------
+
+TOOLS = ToolsAnswer(digest="cd" * 32, items=[ToolItem(
+    name="mcp.time.now", model_name="mcp__time__now", description="Now.",
+    parameters={"type": "object"}, opaque=False)])
+
+
+async def tools_with(tmp_path: Path, script: Script, *,
+                     timeout_ms: int = 60_000) -> tuple[object, list[str]]:
+    path = tmp_path / "broker.sock"
+    seen: list[str] = []
+    port = BrokerPort(socket_path=path, timeout_ms=timeout_ms, brokerd_uid=os.getuid())
+    async with trio.open_nursery() as nursery:
+        await nursery.start(serve_script, path, script, seen)
+        answer = await port.tools()
+    return answer, seen
+
+
+@pytest.mark.parametrize(("answer", "words"), [
+    (TOOLS, None),
+    (result_answer(), "not a tools answer"),
+    (ErrorAnswer(code="forbidden", message="no", runbook=None), "with error forbidden"),
+])
+async def test_the_tools_query(tmp_path: Path, answer: Any, words: str | None) -> None:
+    async def script(stream: trio.SocketStream, request_id: int) -> None:
+        await send_frame(stream, encode_broker_answer(request_id, answer))
+
+    with trio.fail_after(10):
+        got, seen = await tools_with(tmp_path, script)
+    assert seen[0] == "tools query"
+    if words is None:
+        assert got == TOOLS
+    else:
+        assert isinstance(got, BrokerUnavailable) and words in got.reason
+
+
+async def test_the_tools_query_fails_in_the_six_cases_words(tmp_path: Path) -> None:
+    async def another_id(stream: trio.SocketStream, request_id: int) -> None:
+        await send_frame(stream, encode_broker_answer(request_id + 1, TOOLS))
+
+    with trio.fail_after(10):
+        got, _ = await tools_with(tmp_path, another_id)
+        missing = await BrokerPort(socket_path=tmp_path / "none.sock", timeout_ms=1000,
+                                   brokerd_uid=os.getuid()).tools()
+    assert isinstance(got, BrokerUnavailable) and "answered request" in got.reason
+    assert isinstance(missing, BrokerUnavailable) and "is missing" in missing.reason
+
+
+async def test_the_tools_query_has_the_deadline(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    autojump_clock.autojump_threshold = 0.05
+
+    async def silent(stream: trio.SocketStream, request_id: int) -> None:
+        await trio.sleep(3600)
+
+    with trio.fail_after(7200):
+        got, _ = await tools_with(tmp_path, silent, timeout_ms=2000)
+    assert isinstance(got, BrokerUnavailable) and "within the deadline (2000 ms)" in got.reason

@@ -93,6 +93,13 @@ def test_every_key(tmp_path: Path) -> None:
     assert config.tools == ("read_file", "echo") and config.max_rounds == 3
 
 
+def test_mcp_entries_are_not_checked_at_load(tmp_path: Path) -> None:
+    # 12-tool-sources "loopd": the server may be unpinned, or not declared yet
+    config = load_config(write(tmp_path, '[loop]\ntools = ["read_file", "mcp.git.*", '
+                                         '"mcp.time.get_current_time"]\n'))
+    assert config.tools == ("read_file", "mcp.git.*", "mcp.time.get_current_time")
+
+
 def test_url_instead_of_socket(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, '[inference]\nurl = "http://127.0.0.1:8080"\n'))
     assert config.inference.endpoint == Endpoint.tcp("127.0.0.1", 8080)
@@ -125,6 +132,9 @@ def test_url_instead_of_socket(tmp_path: Path) -> None:
         ("[loop]\nmax_rounds = 0\n", "max_rounds"),
         ('[loop]\ntools = ["rm_rf"]\n', "rm_rf"),
         ('[loop]\ntools = ["read_file", "read_file"]\n', "twice"),
+        ('[loop]\ntools = ["mcp.git"]\n', "mcp.<server id>"),
+        ('[loop]\ntools = ["mcp__git__git_log"]\n', "mcp__git__git_log"),
+        ('[loop]\ntools = ["mcp.git.*", "mcp.git.*"]\n', "twice"),
         ("[inference\n", "loopd.toml"),
     ],
 )

@@ -30,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import attrs
 import trio
@@ -62,6 +62,9 @@ log = logging.getLogger("brokerd")
 
 McpStatus = Literal["ok", "tool_failed", "timeout", "pin_mismatch", "source_unavailable",
                     "unsafe_target", "runner_unavailable"]
+START_FAILED: Final[McpStatus] = "source_unavailable"
+"""The status of a server that did not start, negotiate or list, or exited before the
+call line (it counts toward the cool-down)."""
 
 
 @attrs.frozen(kw_only=True)

@@ -8,30 +8,27 @@ name from the pin; cooling down is `source_unavailable` without starting
 anything; else its mounts (each `path`/`write_path` argument walked on the
 host, `_mcp_mounts.py`; a refusal is `unsafe_target` with nothing started),
 its egress (`_mcp_egress.py`: none, or a sidecar sealed to the tool's allowed
-hosts, every connection recorded) and one container (`run_mcp_call`).  A start failure (the server
-did not start, negotiate or list, or exited before the call line) counts
-toward the cool-down; the start of one is told to `on_event` (brokerd writes
+hosts, every connection recorded) and one container (`run_mcp_call`).  A
+start failure (the server did not start, negotiate or list, or exited before
+the call line) counts toward the cool-down; the start of one is told to `on_event` (brokerd writes
 the `mcp_server cooling_down` record), as is a drift (`drifted`).
 
 `run_mcp` answers the whole outcome (`McpRun`, what `result.source` records);
-`run` answers the runner seam's `RunOutcome`, `source` included.  Until
-brokerd's call lifecycle takes 12's two new statuses, `pin_mismatch` and
-`source_unavailable` reach it as `runner_unavailable` (nothing ran, the taint
-unchanged, as for both) with their own runbook anchors; `mcp_status` gives
-the status 12 names (docs/decisions.md).
+`run` answers the runner seam's `RunOutcome`, `source` included, with 12's
+statuses as they are: `pin_mismatch` and `source_unavailable` (nothing ran,
+the taint unchanged) are recorded so and answered with their own codes by
+brokerd's call lifecycle (denial `pin_mismatch`, error `source_unavailable`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Literal
 
 import attrs
 import trio
 
-from ..._error_table import pointer_of
-from ..._errors import PeerError, UnavailableError
 from ...proto.mcp import (
     CoolDown,
     Pin,
@@ -45,7 +42,7 @@ from ...proto.tools import RunsOn
 from ._egress import EgressProxy, EgressRules, Resolver, system_resolver
 from ._host_walk import HostWalker, UnsafeTarget
 from ._mcp_argv import mcp_call_container_name
-from ._mcp_call import McpRun, run_mcp_call
+from ._mcp_call import START_FAILED, McpRun, run_mcp_call
 from ._mcp_egress import egress_records, egress_rules, sealed_egress
 from ._mcp_launch import Launch, McpLauncher
 from ._mcp_mounts import plan_mcp_mounts
@@ -54,26 +51,6 @@ from ._podman_argv import UNAVAILABLE
 from ._podman_check import PodmanCommandError
 from ._spec import RunOutcome, RunSpec
 from ._three_steps import MountIdentity
-
-
-class SourceUnavailable(UnavailableError):
-    """An MCP server did not start, negotiate or list in time, exited before the call
-    line, or is cooling down (12 "Results and taint"): nothing was sent."""
-
-    wire_code = "runner_unavailable"
-    runbook = "docs/runbook.md#source-unavailable"
-
-
-class PinMismatch(PeerError):
-    """The live tool list differs from the pin (12 "Loading and checking a pin"): the
-    server's doing; the call was not sent."""
-
-    wire_code = "runner_unavailable"
-    runbook = "docs/runbook.md#pin-mismatch"
-
-
-SOURCE_UNAVAILABLE_RUNBOOK: Final = pointer_of(SourceUnavailable)
-PIN_MISMATCH_RUNBOOK: Final = pointer_of(PinMismatch)
 
 Planned = tuple[tuple[Mount, ...], tuple[MountIdentity, ...]]
 EventKind = Literal["cooling_down", "drifted"]
@@ -238,7 +215,7 @@ class McpRuntime:
                                      arguments=dict(spec.args), version=self.version)
         else:
             run = await self._with_egress(rules, launch, state.pin, spec, mcp_name)
-        if run.status == "source_unavailable" and cool.failure(self.clock()):
+        if run.status == START_FAILED and cool.failure(self.clock()):
             self._tell(McpEvent(server=server, event="cooling_down", call=spec.call_id,
                                 container=container, run=run,
                                 reason=run.message or "the server failed to start"))
@@ -277,13 +254,5 @@ class McpRuntime:
         split = split_wire_name(spec.tool)
         source = (result_source(split[0], mcp_name, run)
                   if split is not None and mcp_name is not None else None)
-        if run.status == "pin_mismatch":
-            return RunOutcome(status="runner_unavailable", output=None, message=run.message,
-                              runbook=PIN_MISMATCH_RUNBOOK, source=source,
-                              mcp_status="pin_mismatch")
-        if run.status == "source_unavailable":
-            return RunOutcome(status="runner_unavailable", output=None, message=run.message,
-                              runbook=SOURCE_UNAVAILABLE_RUNBOOK, source=source,
-                              mcp_status="source_unavailable")
         return RunOutcome(status=run.status, output=run.output, message=run.message,
-                          source=source, mcp_status=run.status)
+                          source=source)

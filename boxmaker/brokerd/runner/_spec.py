@@ -15,7 +15,8 @@ from ...proto._taint import Label
 
 _TOKEN = object()
 
-RunStatus = Literal["ok", "tool_failed", "timeout", "runner_unavailable", "unsafe_target"]
+RunStatus = Literal["ok", "tool_failed", "timeout", "runner_unavailable", "unsafe_target",
+                    "pin_mismatch", "source_unavailable"]
 
 
 def _check_token(instance: Any, attribute: Any, value: object) -> None:
@@ -96,7 +97,8 @@ class RunOutcome:
     """What a runtime answers.
 
     `ok`/`tool_failed`/`timeout`: the tool ran (the taint rises).
-    `runner_unavailable`/`unsafe_target`: nothing ran (`output` is None).
+    `runner_unavailable`/`unsafe_target`, and an MCP call's `pin_mismatch`/
+    `source_unavailable` (12-tool-sources): nothing ran (`output` is None).
     For `tool_failed`, `output` is `{"error": {"code": ..., "message": ...}}`;
     for `timeout`, None.  `message` is for the daemon log and denial reasons.
     """
@@ -109,9 +111,6 @@ class RunOutcome:
     own `#runner-unavailable` (run_command without `[commands]`)."""
     source: dict[str, Any] | None = None
     """`result.source` of a tool source's call (12 "Audit records"); None for built-ins."""
-    mcp_status: str | None = None
-    """An MCP call's status as 12 names it (`pin_mismatch`, `source_unavailable` among
-    them, which `status` still carries as `runner_unavailable`)."""
 
 
 class Runtime(Protocol):

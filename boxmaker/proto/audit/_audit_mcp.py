@@ -24,6 +24,8 @@ from ._audit_passkey import PasskeyUse, passkey_use_problem
 MAX_REASON: Final = 1024
 """A `reason` of an `mcp_pin` or `mcp_server` record (brokerd escapes and cuts it)."""
 MAX_CONTAINER: Final = 255
+NOTHING_SENT: Final = ("pin_mismatch", "source_unavailable")
+"""`result.status` of an MCP call that was never sent (12): its output is null."""
 MAX_DRIFT_NAMES: Final = 32
 MAX_DRIFT_NAME: Final = 128
 MAX_EGRESS: Final = 64
@@ -298,7 +300,7 @@ def _egress_problem(index: int, item: dict[str, Any]) -> Problem:
 def result_source_problem(payload: dict[str, Any]) -> Problem:
     """(path, what is wrong) of a `result` payload's 12 fields, or None."""
     status = payload.get("status")
-    if status in ("pin_mismatch", "source_unavailable") and payload.get("output") is not None:
+    if status in NOTHING_SENT and payload.get("output") is not None:
         return ("output", "nothing ran: output is null")
     source = payload.get("source")
     if source is None:

@@ -173,7 +173,8 @@ class ApprovalPendingEvent:
 
 
 ToolDeniedCode = Literal[
-    DenialCode, "runner_unavailable", "audit_unavailable", "broker_unavailable"
+    DenialCode, "runner_unavailable", "audit_unavailable", "broker_unavailable",
+    "source_unavailable"
 ]
 
 
@@ -282,12 +283,35 @@ class BrokerLinkStatus:
     reason: str | None
 
 
+MAX_MCP_TOOLS: Final = 65_536
+
+
+@attrs.frozen(kw_only=True)
+class McpToolShown:
+    """A tool-source tool loopd offers (12-tool-sources), as the chat's banner and
+    `/help` name it: boxmaker's name, the model's, and the description the model reads
+    (the server's or the owner's text: escaped wherever it is shown)."""
+
+    name: str = attrs.field(validator=check_tool)
+    model_name: str = attrs.field(validator=check_tool)
+    description: str
+
+
 @attrs.frozen(kw_only=True)
 class LoopStatus:
     version: str
     busy: bool
     inference: InferenceStatus
     broker: BrokerLinkStatus
+    mcp_tools: list[McpToolShown] | None = attrs.field(
+        default=None, validator=attrs.validators.optional(
+            attrs.validators.max_len(MAX_MCP_TOOLS)))
+    """The tool-source tools a turn started now would offer (brokerd's `tools` answer,
+    the items `[loop] tools` names); left out when `[loop] tools` names none or the
+    query failed (issue 26; docs/decisions.md)."""
+
+
+omit_when_none(LoopStatus, "mcp_tools")
 
 
 Role = Literal["system", "user", "assistant", "tool"]

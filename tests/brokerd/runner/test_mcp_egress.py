@@ -382,7 +382,7 @@ async def test_no_sidecar_no_call_and_nothing_is_left(tmp_path: Path) -> None:
         with trio.fail_after(60):
             outcome = await runtime.run(spec)
         expected = "source_unavailable" if directory is not None else "runner_unavailable"
-        assert outcome.mcp_status == expected, outcome
+        assert outcome.status == expected, outcome
         assert outcome.source is not None and outcome.source["request_sha256"] is None
     assert launcher.launched == []
     assert made and not any(p.exists() for p in made)

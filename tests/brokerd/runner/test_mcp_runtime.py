@@ -20,8 +20,6 @@ import trio
 
 from boxmaker.brokerd.runner._echo import EchoRuntime
 from boxmaker.brokerd.runner._mcp_runtime import (
-    PIN_MISMATCH_RUNBOOK,
-    SOURCE_UNAVAILABLE_RUNBOOK,
     McpEvent,
     McpRuntime,
     McpServerState,
@@ -72,7 +70,7 @@ async def test_a_call_reaches_the_mcp_runtime_and_its_source_recomputes(tmp_path
     assert runtimes.for_tool("echo") is runtimes.main
     with trio.fail_after(120):
         outcome = await runtimes.run(spec("mcp.fake.echo", {"text": "hi"}))
-    assert outcome.status == "ok" and outcome.mcp_status == "ok"
+    assert outcome.status == "ok"
     assert outcome.output is not None and outcome.output["content"][0]["text"] == "hi"
     source = outcome.source
     assert source is not None
@@ -122,8 +120,8 @@ async def test_a_drift_is_told_and_answered_pin_mismatch() -> None:
     mcp = await runtime_for(server, pin, fake_launcher("added"), events)
     with trio.fail_after(120):
         outcome = await mcp.run(spec("mcp.fake.echo", {"text": "hi"}))
-    assert outcome.status == "runner_unavailable" and outcome.mcp_status == "pin_mismatch"
-    assert outcome.runbook == PIN_MISMATCH_RUNBOOK
+    assert outcome.status == "pin_mismatch" and outcome.output is None
+    assert outcome.runbook is None
     assert outcome.source is not None and outcome.source["request_sha256"] is None
     assert [e.event for e in events] == ["drifted"]
     assert events[0].run is not None and events[0].run.drift is not None
@@ -139,8 +137,7 @@ async def test_three_start_failures_cool_the_server_down_until_a_restart() -> No
     with trio.fail_after(120):
         for call_id in (1, 2, 3, 4):
             outcome = await mcp.run(spec("mcp.fake.echo", {"text": "x"}, call_id))
-            assert outcome.mcp_status == "source_unavailable"
-            assert outcome.runbook == SOURCE_UNAVAILABLE_RUNBOOK
+            assert outcome.status == "source_unavailable" and outcome.output is None
     assert len(launcher.launched) == 3
     assert [(e.event, e.call) for e in events] == [("cooling_down", 3)]
     assert mcp.restart("fake") is True and mcp.restart("fake") is False

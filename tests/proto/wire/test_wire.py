@@ -130,7 +130,8 @@ DECODE: dict[tuple[str, str], Callable[[bytes], object]] = {
 FREE_FORM_KEYS = frozenset({"args", "output", "credential", "creation", "parameters"})
 # Fields a request may leave out (newer than the format; written only when not null)
 OPTIONAL_FIELDS = frozenset({(("approve",), "assertion"), (("declassify",), "assertion"),
-                             (("event", "tool_result"), "exit")})
+                             (("event", "tool_result"), "exit"),
+                             (("status",), "mcp_tools")})
 
 
 def _kind(path: Path) -> str:
@@ -338,14 +339,16 @@ SPEC_ANCHORS = {
     "too-many-pending",  # issue 22 item 9 amends them again
     "sources-invalid",  # 12-tool-sources "Wire changes"
     "source-unpinned",
+    "pin-mismatch",
+    "source-unavailable",
 }
 
 
 def test_error_table_matches_the_spec() -> None:
     assert set(ERROR_RUNBOOKS) == set(ERROR_CODES)
-    assert len(ERROR_CODES) == 14
+    assert len(ERROR_CODES) == 15  # 12-tool-sources: source_unavailable
     assert set(DENIAL_RUNBOOKS) == set(DENIAL_CODES)
-    assert len(DENIAL_CODES) == 15  # 12-tool-sources: sources_invalid, source_unpinned
+    assert len(DENIAL_CODES) == 16  # 12: sources_invalid, source_unpinned, pin_mismatch
     for pointer in [*ERROR_RUNBOOKS.values(), *DENIAL_RUNBOOKS.values()]:
         if pointer is not None:
             match = re.fullmatch(r"docs/runbook\.md#([a-z0-9-]+)", pointer)
