@@ -38,7 +38,9 @@ PAGE = (b"<html><head><title>Notes</title></head>"
         b"<body><h1>Notes</h1><p>boxmaker page</p></body></html>")
 
 
-class _Page(http.server.BaseHTTPRequestHandler):
+class PageHandler(http.server.BaseHTTPRequestHandler):
+    """/page is PAGE, anything else (robots.txt) 404."""
+
     def do_GET(self) -> None:
         body = PAGE if self.path == "/page" else b""
         self.send_response(200 if body else 404)
@@ -54,7 +56,7 @@ class _Page(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def page_server() -> Iterator[int]:
     """A loopback HTTP server answering /page (and 404 for robots.txt); its port."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Page)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), PageHandler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
