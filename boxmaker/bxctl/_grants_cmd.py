@@ -16,6 +16,7 @@ import click
 from .._brokerd_config import commands_path, compute_protected, load_config
 from .._error_table import see, shown
 from .._errors import ConfigError
+from .._source_files import offline_view, pins_directory
 from ..policy._decide import decide
 from ..policy._decision import Ask, Decision, ProtectedPaths, ToolCall
 from ..policy._explain import (
@@ -26,6 +27,7 @@ from ..policy._explain import (
     report_lines,
 )
 from ..policy._load import GrantsMissing, load_grants
+from ..policy._mcp_dormant import dormant_grants, dormant_json, dormant_lines
 from ..policy._model import GrantSet, InvalidGrantSet
 from ..proto._convert import unstructure
 from ..proto._errors import DecodeError
@@ -81,15 +83,24 @@ def check(app: App, directory: Path | None, as_json: bool, brokerd_config: Path 
     """
     where = directory if directory is not None else app.config.grants
     try:  # brokerd's [commands] path, so that G21 is checked as brokerd checks it
-        path = commands_path(load_config(brokerd_config))
+        config = load_config(brokerd_config)
     except ConfigError as exc:
         raise click.UsageError(f"brokerd config: {exc}") from None
-    state = _load(where, path)
+    state = _load(where, commands_path(config))
     report = state.report
+    # the dormant grants against the configured sources and the pin files (12)
+    _, _, registry = offline_view(config.sources, pins_directory(config.audit),
+                                  runner_output_max=config.runner.output_max_bytes)
+    dormant = dormant_grants(state, registry) if isinstance(state, GrantSet) else []
     if as_json:
-        _print_json(unstructure(report))
+        _print_json({**unstructure(report), "dormant": dormant_json(dormant)})
     else:
-        _echo_report(report_lines(report, os.fsdecode(where)))
+        lines = report_lines(report, os.fsdecode(where))
+        if dormant:
+            noun = "grant matches" if len(dormant) == 1 else "grants match"
+            lines[-1:] = [*dormant_lines(dormant),
+                          f"{lines[-1]}; {len(dormant)} dormant {noun} nothing"]
+        _echo_report(lines)
     _exit(0 if report.ok else 1)
 
 

@@ -131,7 +131,7 @@ FREE_FORM_KEYS = frozenset({"args", "output", "credential", "creation", "paramet
 # Fields a request may leave out (newer than the format; written only when not null)
 OPTIONAL_FIELDS = frozenset({(("approve",), "assertion"), (("declassify",), "assertion"),
                              (("event", "tool_result"), "exit"),
-                             (("status",), "mcp_tools")})
+                             (("status",), "mcp_tools"), (("grants_report",), "dormant")})
 
 
 def _kind(path: Path) -> str:
