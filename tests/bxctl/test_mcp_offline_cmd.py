@@ -201,3 +201,43 @@ def test_draft_of_an_unknown_or_unpinned_server_exits_1(home: Path) -> None:
     assert result.exit_code == 1 and result.stdout == ""
     assert "(none); bxctl mcp pin git" in result.stderr
     assert result.stderr.rstrip().endswith("docs/runbook.md#source-unpinned")
+
+
+# -- grants explain for mcp.* tools --------------------------------------------------------
+
+def test_explain_decides_mcp_tools_against_the_sources_and_pins(home: Path) -> None:
+    args = json.dumps({"repo_path": "/home/me/notes/a"})
+    result = run(home, "grants", "explain", "--tool", "mcp.git.git_log", "--args", args,
+                 "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["outcome"] == "allowed" and doc["grant"] == "log-notes"
+    assert doc["label"] == "private"  # the server's label
+    assert doc["effective_args"] == {"repo_path": "/home/me/notes/a", "max_count": 10}
+    assert len(doc["pin"]) == 64
+    text = run(home, "grants", "explain", "--tool", "mcp.git.git_log", "--args", args)
+    assert text.exit_code == 0 and "log-notes" in text.stdout
+    assert 'effective   {"repo_path":"/home/me/notes/a","max_count":10}' in text.stdout
+    # a call outside the grant's paths: no grant
+    other = run(home, "grants", "explain", "--tool", "mcp.git.git_log", "--args",
+                json.dumps({"repo_path": "/etc"}), "--json")
+    assert other.exit_code == 1 and json.loads(other.stdout)["code"] == "no_grant"
+
+
+def test_explain_takes_other_sources_and_pins_directories(home: Path) -> None:
+    args = json.dumps({"repo_path": "/home/me/notes/a"})
+    empty = home.parent / "empty"
+    empty.mkdir()
+    unpinned = run(home, "grants", "explain", "--tool", "mcp.git.git_log", "--args", args,
+                   "--pins", str(empty), "--json")
+    assert unpinned.exit_code == 1
+    assert json.loads(unpinned.stdout)["code"] == "source_unpinned"
+    undeclared = run(home, "grants", "explain", "--tool", "mcp.git.git_log", "--args", args,
+                     "--sources", str(empty), "--json")
+    assert json.loads(undeclared.stdout)["code"] == "unknown_tool"
+    moved = home.parent / "elsewhere"
+    (home / "sources").rename(moved)
+    (home / "audit" / "pins").rename(home.parent / "pins")
+    found = run(home, "grants", "explain", "--tool", "mcp.git.git_log", "--args", args,
+                "--sources", str(moved), "--pins", str(home.parent / "pins"), "--json")
+    assert found.exit_code == 0 and json.loads(found.stdout)["outcome"] == "allowed"
