@@ -64,6 +64,9 @@ ERROR_RUNBOOKS: Final[Mapping[ErrorCode, str | None]] = {
     "turn_failed": None,
     "passkey_required": "docs/runbook.md#passkey-required",
     "no_such_passkey": None,
+    "no_such_server": None,
+    "no_such_probe": None,
+    "sources_invalid": "docs/runbook.md#sources-invalid",
     "source_unavailable": "docs/runbook.md#source-unavailable",
 }
 """02-wire "Errors": every error code and its runbook pointer (or None)."""

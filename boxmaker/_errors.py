@@ -54,6 +54,9 @@ ErrorCode = Literal[
     "turn_failed",
     "passkey_required",
     "no_such_passkey",
+    "no_such_server",
+    "no_such_probe",
+    "sources_invalid",
     "source_unavailable",
 ]
 """02-wire "Errors": every error code a socket answers (their pointers:

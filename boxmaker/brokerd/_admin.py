@@ -1,7 +1,8 @@
 """admin.sock: the owner's requests, one per connection (02-wire "admin.sock").
 
 approvals, approval, approve, refuse, status, grants_check, session,
-declassify.  `approve`/`refuse` take the entry out of the pending table and
+declassify; the passkey requests (`_admin_passkey`) and the MCP ones
+(`_admin_mcp`).  `approve`/`refuse` take the entry out of the pending table and
 answer it in the same ledger step: of two at once, exactly one gets `ok`.
 
 The handlers raise; `handle_admin` is the one place a raised `BoxmakerError`
@@ -27,6 +28,7 @@ from ..policy._model import GrantSet, GrantState
 from ..proto._convert import U64, JsonObject
 from ..proto._taint import Taint
 from ..proto.wire import (
+    MCP_REQUEST_TAGS,
     PASSKEY_REQUEST_TAGS,
     AdminAnswer,
     AdminRequest,
@@ -55,6 +57,7 @@ from ..proto.wire import (
     b64url,
     encode_admin_answer,
 )
+from ._admin_mcp import handle_mcp
 from ._admin_passkey import approval_passkey, declassify_passkey, handle_passkey
 from ._approvals import PendingApproval
 from ._context import Daemon
@@ -189,10 +192,13 @@ async def _dispatch(request: AdminRequest, peer: PeerCred, daemon: Daemon) -> Ad
         return await _declassify(body, peer, daemon)
     if isinstance(body, _PASSKEY_REQUESTS):
         return await handle_passkey(body, peer, daemon)
+    if isinstance(body, _MCP_REQUESTS):
+        return await handle_mcp(body, peer, daemon)
     raise AssertionError(f"unhandled admin request {type(body).__name__}")  # pragma: no cover
 
 
 _PASSKEY_REQUESTS = tuple(PASSKEY_REQUEST_TAGS.values())
+_MCP_REQUESTS = tuple(MCP_REQUEST_TAGS.values())
 
 
 async def _answer(body: ApproveRequest | RefuseRequest, peer: PeerCred,

@@ -127,6 +127,22 @@ async def _verified(daemon: Daemon, assertion: Assertion | None, challenge: byte
         raise await _refuse(daemon, approval_id, peer, f"{what}: {exc}") from exc
 
 
+async def verified_assertion(daemon: Daemon, assertion: Assertion | None, challenge: bytes,
+                             peer: PeerCred, what: str) -> VerifiedUse:
+    """An assertion over `challenge` from an enrolled credential, or the refusal raised
+    (recorded as an `approval_attempt` naming no approval): `mcp_pin`'s gate."""
+    return await _verified(daemon, assertion, challenge, None, peer, what)
+
+
+async def keep_use(daemon: Daemon, found: VerifiedUse, *, what: str) -> None:
+    """`keep_assertion` in a thread; raises AssertionNotKept (`what` says what was not done)."""
+    try:
+        await trio.to_thread.run_sync(keep_assertion, daemon.config.audit, found)
+    except OSError as exc:
+        raise AssertionNotKept(f"brokerd: the assertion could not be kept beside the audit log "
+                               f"({exc.strerror or exc}); {what}") from exc
+
+
 async def approval_passkey(body: ApproveRequest, peer: PeerCred,
                            daemon: Daemon) -> PasskeyUse | None:
     """The gate of an approve: None (no passkey involved) or the use; raises the refusal."""

@@ -239,7 +239,8 @@ async def _run_and_settle(stream: trio.abc.Stream, rid: int, daemon: Daemon,
                                            "[runner] output_max_bytes"}}
         reply = await daemon.ledger.settle(call, status, output, message, runbook=runbook,
                                            source=source)
-        await record_mcp_events(daemon)
+        if daemon.mcp_events:
+            await record_mcp_events(daemon)
         await send_answer(stream, rid, _final(call, reply))
 
 

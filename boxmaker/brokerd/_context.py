@@ -25,6 +25,7 @@ from ..proto._convert import U64
 from ..proto.audit import Event, GrantsChanged
 from ..proto.wire import ts_from_unix
 from ._ledger import Ledger
+from ._mcp_probes import ProbeTable
 from ._passkeys import PasskeyRegistry
 from ._policy_link import PolicyLink
 from ._tool_sources import ToolSources
@@ -102,10 +103,12 @@ class Daemon:
         factory=lambda: PasskeyRegistry(rp_id=None, origins=(), clock=trio.current_time))
     """The owner's enrolled credentials (from the log) and live enrolment links."""
     sources: ToolSources | None = None
-    mcp_events: list[McpEvent] = attrs.field(factory=list)
-    """What the MCP runtime saw during calls (drifts, cool-downs), not yet recorded."""
     """The MCP tool sources and their pins (12-tool-sources); None in tests built
     without them (no server is declared)."""
+    mcp_events: list[McpEvent] = attrs.field(factory=list)
+    """What the MCP runtime saw during calls (drifts, cool-downs), not yet recorded."""
+    mcp_probes: ProbeTable = attrs.field(factory=ProbeTable)
+    """The probes held for `mcp_pin` (10 minutes, one pin each)."""
 
     def refresh_grants(self) -> tuple[GrantState, list[Event]]:
         """The current grant set, plus a `grants` record when it changed.

@@ -68,6 +68,21 @@ class PolicyLink:
                 deny_paths=command_deny_paths(grants, write=command.write),
                 command_paths=command.paths, command_write=command.write,
             )
+        if tool.startswith("mcp."):
+            winner = grants.get(decision.grant) if (isinstance(grants, GrantSet)
+                                                    and decision.grant is not None) else None
+            table = (winner.args or {}) if winner is not None else {}
+            return build_run_spec(
+                call_id=call_id, session=session, tool=tool, args=parsed,
+                grant=decision.grant, grant_entry=decision.grant_entry,
+                private_network=decision.private_network,
+                label=label, untrusted=untrusted,
+                deny_paths=mcp_deny_paths(grants, tool),
+                mcp_paths=tuple((name, tuple(c["paths"])) for name, c in sorted(table.items())
+                                if isinstance(c.get("paths"), list)),
+                mcp_private_network=tuple(name for name, c in sorted(table.items())
+                                          if c.get("private_network") is True),
+            )
         return build_run_spec(
             call_id=call_id, session=session, tool=tool, args=parsed,
             grant=decision.grant, grant_entry=decision.grant_entry,
@@ -95,6 +110,25 @@ def command_deny_paths(grants: GrantState | None, *, write: bool) -> tuple[str, 
     for tool in sorted(CATALOGUE.path_tools):
         if write or not CATALOGUE[tool].writes:
             seen.update(dict.fromkeys(grants.deny_paths.get(tool, ())))
+    return tuple(seen)
+
+
+def mcp_deny_paths(grants: GrantState | None, tool: str) -> tuple[str, ...]:
+    """What an MCP server's directory mounts mask (12 "Mounts"): every path of a `deny`
+    grant of read_file, list_dir or write_file, and of a `paths` constraint of a `deny`
+    grant of this tool (a subtree denied to the built-ins holds for a server too)."""
+    if not isinstance(grants, GrantSet):
+        return ()
+    seen: dict[str, None] = {}
+    for builtin in ("read_file", "list_dir", "write_file"):
+        seen.update(dict.fromkeys(grants.deny_paths.get(builtin, ())))
+    for grant in grants.by_tool.get(tool, ()):
+        if grant.mode != "deny":
+            continue
+        for table in (grant.args or {}).values():
+            paths = table.get("paths")
+            if isinstance(paths, list):
+                seen.update(dict.fromkeys(p for p in paths if isinstance(p, str)))
     return tuple(seen)
 
 

@@ -131,7 +131,8 @@ async def _mcp_runtime(main: ServedRuntime, events: list[McpEvent] | None
         log.warning("could not remove leftover MCP containers: %s", exc)
     sink = events if events is not None else []
     return [McpRuntime(launcher, {}, instance=main.instance, version=__version__,
-                       on_event=sink.append)]
+                       on_event=sink.append, walker=main.walker, masks=main.mask_sources,
+                       call_dir=main.scratch.call_dir)]
 
 
 async def _configured_runtime(config: BrokerdConfig,

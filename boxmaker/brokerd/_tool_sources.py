@@ -20,7 +20,7 @@ from typing import Any, Final
 
 import attrs
 
-from ..policy._load import fingerprint
+from ..policy._load import DirectoryListing, fingerprint
 from ..policy._mcp_verdict import McpRegistry, RegisteredServer
 from ..proto._convert import U64
 from ..proto.audit import McpPinRecord, PasskeyUse, PinSourceRecord, SourcesChanged
@@ -85,6 +85,7 @@ class ToolSources:
         self.runner_output_max = runner_output_max
         self.on_states = on_states
         self._fingerprint: object = _UNSET
+        self._listing = DirectoryListing()
         self.state: SourceState = SourceSet(servers={}, digest=EMPTY_SOURCES_DIGEST)
         self.servers: dict[str, McpServerState] = {}
         self.verdicts: dict[str, dict[str, ToolVerdict]] = {}
@@ -105,7 +106,7 @@ class ToolSources:
         """The current source set, plus a `sources` record when it changed (and on the
         first call, when the directory exists)."""
         before = self._fingerprint
-        current = fingerprint(self.directory)
+        current = fingerprint(self.directory, self._listing)
         if before is not _UNSET and current == before:
             return self.state, []
         old = self.state

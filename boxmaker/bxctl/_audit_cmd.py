@@ -232,9 +232,10 @@ def _verify_witnessed(app: App, where: Path, explicit: bool, as_json: bool,
         document["assertions"] = assertions_json(assertions)
         click.echo(dumps_terminal(document))
     else:
+        width = terminal_width()  # issue 22 item 16b: untrusted names wrap behind the gutter
         for line in (assertion_lines(assertions) + report_lines(report)
                      + checkpoint_lines(report, finding, facts, witness_url)):
-            click.echo(line)
+            click.echo(wrap_line(line, width))
     ok = report.ok and finding.verdict == "ok" and not assertions.failures
     sys.exit(0 if ok else 1)
 

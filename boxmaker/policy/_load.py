@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -101,10 +102,43 @@ def load_grants(directory: Path, *, commands_path: Sequence[str] = ()) -> GrantS
                              commands_path=commands_path)
 
 
-def fingerprint(directory: Path) -> Fingerprint | None:
-    """The cheap change check: None when the directory is missing."""
-    try:
+SETTLED_NS: Final = 2_000_000_000
+"""A directory whose ctime is older than this is listed again only when its stat
+changes.  A younger one may change again within the tick of its timestamps
+(the coarse clock), unseen by its stat, so it is listed on every check."""
+
+
+class DirectoryListing:
+    """The ``*.toml`` names of one directory, listed again only when the directory's
+    own stat (device, inode, mtime, ctime) changed or it changed too recently to
+    trust that (`SETTLED_NS`).  Adding, removing or renaming an entry always
+    changes the directory's mtime and ctime, so a settled, unchanged stat means
+    the same names; what is inside each file is the fingerprint's own stat."""
+
+    def __init__(self, *, now_ns: Callable[[], int] = time.time_ns) -> None:
+        self._now_ns = now_ns
+        self._key: tuple[int, int, int, int] | None = None
+        self._names: list[bytes] = []
+
+    def names(self, directory: Path) -> list[bytes]:
+        try:
+            info = os.stat(os.fsencode(directory))
+        except (FileNotFoundError, NotADirectoryError):
+            self._key = None
+            raise GrantsMissing(directory) from None
+        key = (info.st_dev, info.st_ino, info.st_mtime_ns, info.st_ctime_ns)
+        if key == self._key and self._now_ns() - info.st_ctime_ns > SETTLED_NS:
+            return self._names
         names = _entry_names(directory)
+        self._key, self._names = key, names
+        return names
+
+
+def fingerprint(directory: Path, listing: DirectoryListing | None = None) -> Fingerprint | None:
+    """The cheap change check: None when the directory is missing.  With a
+    `listing`, the directory is read again only when it may have changed."""
+    try:
+        names = _entry_names(directory) if listing is None else listing.names(directory)
     except GrantsMissing:
         return None
     base = os.fsencode(directory)
@@ -143,6 +177,7 @@ class GrantsWatcher:
         self.directory = directory
         self.commands_path = tuple(commands_path)
         self._fingerprint: object = _UNSET
+        self._listing = DirectoryListing()
         self._state: GrantState = missing_state()
 
     @property
@@ -151,7 +186,7 @@ class GrantsWatcher:
 
     def refresh(self) -> tuple[GrantState, bool]:
         before = self._fingerprint
-        current = fingerprint(self.directory)
+        current = fingerprint(self.directory, self._listing)
         if before is not _UNSET and current == before:
             return self._state, False
         old = self._state

@@ -102,6 +102,11 @@ def run(tool: str, raw_request: bytes) -> bytes:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["egress-forward"]:
+        # The egress sidecar of an MCP server (12 "Egress"), not a tool.
+        from ._forward import main as forward
+
+        return forward(argv[1:])
     if len(argv) != 1 or argv[0] not in TOOLS:
         sys.stderr.write(f"usage: python3 -m boxmaker.toolkit {{{'|'.join(TOOLS)}}}\n")
         return 2

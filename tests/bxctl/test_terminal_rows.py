@@ -1,4 +1,5 @@
 """Issue 22 item 16 (b): untrusted text in `bxctl grants explain|check|suggest`
+and `bxctl audit verify`
 goes through chat's renderer, on a real terminal (a pty of 60 columns): no row
 is wider than the terminal, and no row of untrusted text starts at column 0."""
 
@@ -106,3 +107,22 @@ def test_suggest_on_a_terminal_wraps_the_draft(home: Path, tmp_path: Path) -> No
                            capture_output=True, text=True, timeout=60, check=False)
     assert piped.returncode == 0 and GUTTER not in piped.stdout
     assert FORGED_ASCII.replace(" ", "_") in piped.stdout.splitlines()[0]
+
+
+@pytest.mark.parametrize("witnessed", [False, True])
+def test_audit_verify_wraps_a_padded_file_name(home: Path, tmp_path: Path,
+                                               witnessed: bool) -> None:
+    """A day-file-like name the owner's uid planted, in plain and witnessed verify
+    (`--witness-key` printed its lines unwrapped)."""
+    from boxmaker.proto.tlog._note import TYPE_COSIGNATURE_V1, Signer
+
+    audit = tmp_path / "audit"
+    valid_log(5, files=1).write(audit)
+    (audit / ("n" * 40 + FORGED_ASCII + ".jsonl")).write_text("planted\n")
+    key = Signer.from_seed("witness.test/v", TYPE_COSIGNATURE_V1, b"\x22" * 32).verifier.text()
+    args = ["audit", "verify", *(["--witness-key", key] if witnessed else []), str(audit)]
+    code, rows = on_terminal(home, *args)
+    assert code == (1 if witnessed else 0), rows  # witnessed: no checkpoint here
+    assert any(FORGED_ASCII[:10] in row for row in rows), rows  # the name is shown
+    assert_no_forged_row(rows, ("ok", "ignored:", "assertions:", "checkpoint", "witness",
+                                "FAILED", "not ok", "head"))

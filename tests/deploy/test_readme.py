@@ -5,7 +5,8 @@ each block in a fresh empty root (a fresh machine: no ``/etc/boxmaker``, no
 ``/opt/boxmaker``), with the block's absolute paths moved under that root and
 the README's variables set.  A block that installs a file into a directory it
 never made fails here as it fails on a real fresh machine.  The uninstall
-section must name everything the install leaves behind.
+section must name everything the install leaves behind, and its `rm` lines,
+run in a root the install filled, must leave nothing of it.
 """
 
 from __future__ import annotations
@@ -114,3 +115,37 @@ def test_containers_need_ptrace_for_pid_1_and_a_shared_root() -> None:
     for needed in ("CAP_SYS_PTRACE", "PrivateUsers=", "ProtectProc=invisible",
                    "LoadCredential=", "mount --make-rshared /"):
         assert needed in section, f"the container section does not say {needed}"
+
+
+def uninstall_lines(section: str) -> list[str]:
+    """The uninstall block's `rm` commands (continuation lines joined), `$OWNER` set."""
+    [block] = shell_blocks(section)
+    joined = block.replace("\\\n", " ")
+    return [line.strip() for line in joined.splitlines() if line.strip().startswith("rm ")]
+
+
+def test_the_uninstall_block_removes_everything_the_install_made(tmp_path: Path) -> None:
+    """Install on a fresh machine, then run the Uninstall block's `rm` lines there
+    (systemctl and userdel have no root to move): nothing of the install is left
+    but the directories every machine has."""
+    root = fresh_machine(tmp_path)
+    lines = [line for _, block in blocks_with_installs() for line in block]
+    assert run_installs(lines, root, tmp_path).returncode == 0
+    for owner in ("alice", "root"):  # the drop-ins `systemctl edit` makes
+        for unit in (f"boxmaker-brokerd@{owner}.service", "boxmaker-inferproxy.service"):
+            dropin = root / "etc" / "systemd" / "system" / f"{unit}.d"
+            dropin.mkdir(exist_ok=True)
+            (dropin / "override.conf").write_text("[Service]\n")
+    for made in ("opt/boxmaker/bin", "var/lib/boxmaker/grants", "var/lib/private/boxmaker-loopd",
+                 "var/lib/boxmaker-loopd", "etc/sysusers.d"):  # the venv, the daemons' homes
+        (root / made).mkdir(parents=True, exist_ok=True)
+    (root / "etc" / "sysusers.d" / "boxmaker.conf").write_text("u boxmaker-loopd - -\n")
+    removes = uninstall_lines(_section(README.read_text(), "## Uninstall"))
+    assert removes
+    script = "set -eu\n" + "\n".join(under_root(line, root) for line in removes)
+    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "OWNER": "alice"}, check=False)
+    assert done.returncode == 0, done.stderr
+    left = sorted(str(p.relative_to(root)) for p in root.rglob("*")
+                  if not (p.is_dir() and any(p.iterdir())))
+    assert set(left) == {"etc/sysusers.d", "etc/systemd/system", "opt", "var/lib/private"}, left

@@ -244,7 +244,8 @@ def echo(path: Path, text: str = "hi", session: str = "s1", rid: int = 1) -> lis
     return request(path, call_request(session, "echo", {"text": text}, rid))
 
 
-def admin(path: Path, key: str, body: dict[str, Any], rid: int = 1) -> dict[str, Any]:
-    frames = request(path, {"v": 1, "id": rid, key: body})
+def admin(path: Path, key: str, body: dict[str, Any], rid: int = 1,
+          timeout: float = 30.0) -> dict[str, Any]:
+    frames = request(path, {"v": 1, "id": rid, key: body}, timeout=timeout)
     assert len(frames) == 1, frames
     return frames[0]

@@ -34,6 +34,15 @@ Words, by where they act:
 - ``network``: echo answers what the server sees of the network (its
   interfaces, routes, a name resolved, a TCP connection to the echo text's
   ``host:port``) instead of the text;
+- ``files``: a third tool, ``look`` (``path``, ``also``: strings, ``write``: a
+  string), answers what it finds: ``path`` and each of ``also`` listed (a
+  directory) or read (a file), and ``write`` written (appended), each an
+  error's name when it fails (the mount tests' probe);
+- ``fetch``: a third tool, ``get`` (``url``; ``via``: an optional list of
+  ``host:port`` CONNECT targets), CONNECTs through ``HTTPS_PROXY`` to each
+  target (default: the URL's host and port) and answers, for each, the
+  proxy's status line and what the tunnel answered to ``PING`` (the
+  egress tests' probe);
 - exits: ``exit_start`` (before reading anything), ``exit_initialize``,
   ``exit_list`` (instead of answering), ``exit_call`` (instead of answering),
   ``exit_answered`` (right after the answer, stdin still open),
@@ -74,6 +83,18 @@ def tools(behaviours: set[str]) -> list[dict[str, Any]]:
     if "renamed" in behaviours:
         add["name"] = "plus"
     out = [echo, add]
+    if "files" in behaviours:
+        out.append({"name": "look", "description": "Look at files.",
+                    "inputSchema": {"type": "object", "required": ["path"], "properties": {
+                        "path": {"type": "string"},
+                        "also": {"type": "array", "items": {"type": "string"}, "default": []},
+                        "write": {"type": "string", "default": ""}}}})
+    if "fetch" in behaviours:
+        out.append({"name": "get", "description": "Get through the proxy.",
+                    "inputSchema": {"type": "object", "required": ["url"], "properties": {
+                        "url": {"type": "string"},
+                        "via": {"type": "array", "items": {"type": "string"},
+                                "default": []}}}})
     if "added" in behaviours:
         out.append({"name": "shell", "description": "Run a shell line.",
                     "inputSchema": {"type": "object",
@@ -106,6 +127,66 @@ def network_view(arguments: dict[str, Any]) -> dict[str, Any]:
     except OSError as exc:
         view["connect"] = f"error: {exc}"
     return view
+
+
+def _look_at(path: str) -> Any:
+    try:
+        if os.path.isdir(path):
+            return sorted(os.listdir(path))
+        with open(path, encoding="utf-8", errors="replace") as file:
+            return file.read()
+    except OSError as exc:
+        return f"error: {errno_name(exc)}"
+
+
+def errno_name(exc: OSError) -> str:
+    import errno
+    return errno.errorcode.get(exc.errno or 0, str(exc))
+
+
+def look(arguments: dict[str, Any]) -> dict[str, Any]:
+    """What the server finds at its path arguments (the mount tests' probe)."""
+    found: dict[str, Any] = {"path": _look_at(arguments["path"]),
+                             "also": [_look_at(p) for p in arguments.get("also", [])]}
+    target = arguments.get("write", "")
+    if target:
+        try:
+            with open(target, "a", encoding="utf-8") as file:
+                file.write("written by the server\n")
+            found["write"] = "written"
+        except OSError as exc:
+            found["write"] = f"error: {errno_name(exc)}"
+    return found
+
+
+def get(arguments: dict[str, Any]) -> list[str]:
+    """CONNECT through HTTPS_PROXY to each target (the egress tests' probe)."""
+    import socket
+    from urllib.parse import urlsplit
+    proxy = urlsplit(os.environ.get("HTTPS_PROXY", ""))
+    url = urlsplit(arguments["url"])
+    targets = arguments.get("via") or [f"{url.hostname}:{url.port or 443}"]
+    out: list[str] = []
+    for target in targets:
+        try:
+            with socket.create_connection((proxy.hostname or "127.0.0.1", proxy.port or 3128),
+                                          timeout=10) as sock:
+                sock.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    chunk = sock.recv(4096)
+                    if not chunk:
+                        break
+                    head += chunk
+                status = head.split(b"\r\n", 1)[0].decode("ascii", "replace")
+                tunnel = ""
+                if " 200 " in status + " ":
+                    sock.sendall(b"PING\n")
+                    tunnel = sock.recv(4096).decode("ascii", "replace").strip()
+                out.append(f"{status} | {tunnel}")
+        except OSError as exc:
+            out.append(f"error: {errno_name(exc)}")
+    return out
 
 
 class Server:
@@ -235,7 +316,11 @@ class Server:
                                      "inputRequests": {}})
             return
         arguments = params.get("arguments") or {}
-        if self.has("network"):
+        if params.get("name") == "look":
+            text = json.dumps(look(arguments))
+        elif params.get("name") == "get":
+            text = json.dumps(get(arguments))
+        elif self.has("network"):
             text = json.dumps(network_view(arguments))
         elif params.get("name") == "add":
             text = str(arguments.get("a", 0) + arguments.get("b", 0))

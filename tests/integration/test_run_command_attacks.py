@@ -104,8 +104,28 @@ for path in targets:
         tried[path] = errno.errorcode.get(exc.errno or 0, str(exc))
 print(json.dumps({"found": found, "tried": tried, "env": dict(os.environ)}))
 """
+WALL = """\
+import ctypes, errno, json
+libc = ctypes.CDLL(None, use_errno=True)
+out = {}
+NEW = {"user": 0x10000000, "mnt": 0x00020000, "pid": 0x20000000, "net": 0x40000000,
+       "ipc": 0x08000000, "uts": 0x04000000, "cgroup": 0x02000000, "time": 0x00000080}
+for name, flag in NEW.items():
+    rc = libc.unshare(flag)
+    out["unshare-" + name] = "ok" if rc == 0 else errno.errorcode[ctypes.get_errno()]
+for place in ("/tmp", "/var/tmp", "/run"):
+    n, err = 0, None
+    try:
+        with open(place + "/fill", "wb", buffering=0) as f:
+            while n < 64 << 20:
+                n += f.write(b"\\0" * 65536)
+    except OSError as exc:
+        err = errno.errorcode[exc.errno]
+    out[place] = [n, err]
+print(json.dumps(out))
+"""
 SCRIPTS = {"fork.py": FORK, "fill.py": FILL, "output.py": OUTPUT, "network.py": NETWORK,
-           "sockets.py": SOCKETS}
+           "sockets.py": SOCKETS, "wall.py": WALL}
 
 
 class Attack:
@@ -222,7 +242,8 @@ def attack() -> Iterator[Attack]:
     listener = socket.create_server(("127.0.0.1", 0))
     listener.setblocking(False)
     port = listener.getsockname()[1]
-    scripts = [["python3", str(proj / "bx" / n)] for n in ("fork.py", "fill.py", "output.py")]
+    scripts = [["python3", str(proj / "bx" / n)] for n in ("fork.py", "fill.py", "output.py",
+                                                               "wall.py")]
     scripts.append(["python3", str(proj / "bx" / "network.py"), str(port)])
     sockets = ["python3", str(proj / "bx" / "sockets.py"), str(root), str(home.broker),
                str(home.admin)]
@@ -334,6 +355,18 @@ def test_a_command_that_fills_tmp_meets_its_size(attack: Attack) -> None:
     out = attack.output(["python3", attack.script("fill.py")])
     written, err = out["stdout"].split()
     assert int(written) <= TMP_BYTES and err == str(errno.ENOSPC), out
+
+
+def test_a_command_cannot_make_a_namespace_and_every_tmpfs_is_sized(attack: Attack) -> None:
+    # rule: the one seccomp profile (no new namespaces) on run_command's containers too,
+    # and /var/tmp and /run sized like /tmp (issue 22 item 8: every container path)
+    out = attack.output(["python3", attack.script("wall.py")])
+    seen = json.loads(out["stdout"])
+    refused = {k: v for k, v in seen.items() if k.startswith("unshare-")}
+    assert len(refused) == 8 and "ok" not in refused.values(), seen
+    for place in ("/tmp", "/var/tmp", "/run"):
+        written, err = seen[place]
+        assert written <= TMP_BYTES and err == "ENOSPC", (place, seen)
 
 
 def test_a_command_that_prints_forever_is_cut_and_killed(attack: Attack) -> None:

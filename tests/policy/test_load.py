@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 
 from boxmaker._error_table import pointer_of
-from boxmaker.policy._load import GrantsMissing, GrantsWatcher, fingerprint, load_grants
+from boxmaker.policy import _load
+from boxmaker.policy._load import (
+    SETTLED_NS,
+    DirectoryListing,
+    GrantsMissing,
+    GrantsWatcher,
+    fingerprint,
+    load_grants,
+)
 from boxmaker.policy._model import EMPTY_DIGEST, GrantSet, InvalidGrantSet
 
 ECHO = '[[grant]]\nid = "{id}"\ntool = "echo"\nmode = "allow"\n'
@@ -100,6 +108,74 @@ def test_fingerprint_sees_names_sizes_and_times(tmp_path: Path) -> None:
     _write(path, ECHO.format(id="b"))  # same size
     os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns + 1_000_000))
     assert fingerprint(tmp_path) != first
+
+
+def _counted_listings(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    listed: list[Path] = []
+    real = _load._entry_names
+
+    def counting(directory: Path) -> list[bytes]:
+        listed.append(directory)
+        return real(directory)
+
+    monkeypatch.setattr(_load, "_entry_names", counting)
+    return listed
+
+
+def test_a_settled_directory_is_listed_again_only_when_its_stat_changes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    listed = _counted_listings(monkeypatch)
+    _write(tmp_path / "a.toml", ECHO.format(id="a"))
+    later = tmp_path.stat().st_ctime_ns + SETTLED_NS + 1
+    listing = DirectoryListing(now_ns=lambda: later)
+    first = fingerprint(tmp_path, listing)
+    assert first is not None and [entry[0] for entry in first] == [b"a.toml"]
+    assert fingerprint(tmp_path, listing) == first
+    assert len(listed) == 1  # the second check only looked at the directory's stat
+
+    _write(tmp_path / "b.toml", ECHO.format(id="b"))  # a new entry: the directory changed
+    later = tmp_path.stat().st_ctime_ns + SETTLED_NS + 1
+    names = [entry[0] for entry in fingerprint(tmp_path, listing) or ()]
+    assert names == [b"a.toml", b"b.toml"] and len(listed) == 2
+
+    (tmp_path / "a.toml").rename(tmp_path / "c.toml")
+    later = tmp_path.stat().st_ctime_ns + SETTLED_NS + 1
+    names = [entry[0] for entry in fingerprint(tmp_path, listing) or ()]
+    assert names == [b"b.toml", b"c.toml"]
+
+    # an edit inside a file leaves the directory's stat alone: the file's own stat tells
+    before = fingerprint(tmp_path, listing)
+    info = (tmp_path / "b.toml").stat()
+    _write(tmp_path / "b.toml", ECHO.format(id="x"))
+    os.utime(tmp_path / "b.toml", ns=(info.st_atime_ns, info.st_mtime_ns + 1_000_000))
+    assert fingerprint(tmp_path, listing) != before
+
+
+def test_a_young_directory_is_listed_on_every_check(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two changes within one tick of the coarse clock leave the same stat: a
+    directory that changed less than SETTLED_NS ago is never trusted by its stat."""
+    listed = _counted_listings(monkeypatch)
+    _write(tmp_path / "a.toml", ECHO.format(id="a"))
+    young = tmp_path.stat().st_ctime_ns + SETTLED_NS - 1
+    listing = DirectoryListing(now_ns=lambda: young)
+    for _ in range(3):
+        fingerprint(tmp_path, listing)
+    assert len(listed) == 3
+
+
+def test_a_listing_of_a_missing_directory_is_none_and_sees_it_come(tmp_path: Path) -> None:
+    listing = DirectoryListing()
+    assert fingerprint(tmp_path / "grants", listing) is None
+    (tmp_path / "grants").mkdir()
+    _write(tmp_path / "grants" / "a.toml", ECHO.format(id="a"))
+    found = fingerprint(tmp_path / "grants", listing)
+    assert found is not None and found[0][0] == b"a.toml"
+    (tmp_path / "grants" / "a.toml").unlink()
+    (tmp_path / "grants").rmdir()
+    assert fingerprint(tmp_path / "grants", listing) is None
+    with pytest.raises(GrantsMissing):
+        listing.names(tmp_path / "grants")
 
 
 def test_watcher_reloads_on_change_only(tmp_path: Path) -> None:

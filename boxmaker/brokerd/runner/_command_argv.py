@@ -11,8 +11,9 @@ as a list, never a shell string; a golden file
       --security-opt seccomp=<boxmaker's profile>
       --user <uid>:<gid> (plus --userns=keep-id when rootless)
       --memory M --pids-limit P --cpus C --ulimit nofile=N:N --ulimit nproc=N:N
-      --tmpfs /tmp:size=T --unsetenv-all --env PATH=<[commands] path> --env HOME=/tmp
-      --env LANG=C.UTF-8 --workdir CWD --log-driver=none --interactive
+      --tmpfs /tmp:size=T --tmpfs /var/tmp:size=T --tmpfs /run:size=T
+      --unsetenv-all --env PATH=<[commands] path> --env HOME=/tmp --env LANG=C.UTF-8
+      --workdir CWD --log-driver=none --interactive
       <mounts> COMMANDS_IMAGE ARGV...
 
 On a rootful podman the call is one ``podman --hooks-dir D run --rm`` of
@@ -138,6 +139,11 @@ def _container_flags(
         f"nproc={settings.nproc}:{settings.nproc}",
         "--tmpfs",
         f"/tmp:size={commands.tmp}",
+        # Sized like /tmp: with --read-only podman would mount them unsized (issue 22 item 8).
+        "--tmpfs",
+        f"/var/tmp:size={commands.tmp}",
+        "--tmpfs",
+        f"/run:size={commands.tmp}",
         "--unsetenv-all",
         "--env",
         f"PATH={commands.path_env}",

@@ -82,6 +82,9 @@ class McpRun:
     exit: int | None
     drift: Drift | None = None
     refused: tuple[str, ...] = ()
+    egress: tuple[dict[str, Any], ...] = ()
+    """Every connection the container opened or was refused (``result.source.egress``)."""
+    egress_truncated: bool = False
 
 
 @attrs.frozen(kw_only=True)

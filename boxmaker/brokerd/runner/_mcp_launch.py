@@ -13,6 +13,11 @@ settled), 2 s for the server to exit, then it is killed (removed), shielded.
 - `SubprocessMcpLauncher`: the declaration's command as a plain process of
   the host, for tests (12 "Tests": the client and lifecycle tests run the
   fixture servers as plain subprocesses).  No wall at all: never configured.
+
+`sidecar` starts a call's egress sidecar (12 "Egress": ``podman run`` of the
+tools image's forwarder, the per-call egress directory mounted) and returns
+once it wrote ``ready``; on the way out its stdin is closed and it is
+removed, shielded.  The test launcher has none (`PodmanCommandError`).
 """
 
 from __future__ import annotations
@@ -26,12 +31,19 @@ import attrs
 import trio
 
 from ..._sockets._sd import child_environment
+from ...proto._escape import escape_text
 from ...proto.mcp import ServerDecl
-from ._mcp_argv import build_mcp_create_argv, mcp_container_prefix, server_environment
+from ._mcp_argv import (
+    build_mcp_create_argv,
+    build_sidecar_argv,
+    mcp_container_prefix,
+    server_environment,
+    sidecar_prefix,
+)
 from ._mounts import Mount
 from ._podman_argv import PodmanSettings
-from ._podman_check import remove_leftovers
-from ._three_steps import MountIdentity, prepared_container, reap
+from ._podman_check import PodmanCommandError, remove_leftovers
+from ._three_steps import MountIdentity, prepared_container, reap, remove_container
 
 EXIT_GRACE_S: Final = 2.0
 """12 "One container per call": after stdin is closed, the server's time to exit."""
@@ -50,6 +62,10 @@ class Launch:
 
 class McpLauncher(Protocol):
     def launch(self, launch: Launch) -> contextlib.AbstractAsyncContextManager[trio.Process]:
+        ...
+
+    def sidecar(self, name: str, egress_dir: str, *, ready_timeout_s: float
+                ) -> contextlib.AbstractAsyncContextManager[None]:
         ...
 
 
@@ -78,6 +94,12 @@ class SubprocessMcpLauncher:
         self.launched: list[str] = []
 
     @contextlib.asynccontextmanager
+    async def sidecar(self, name: str, egress_dir: str, *, ready_timeout_s: float
+                      ) -> AsyncIterator[None]:
+        raise PodmanCommandError("the test launcher runs no egress sidecar")
+        yield  # pragma: no cover
+
+    @contextlib.asynccontextmanager
     async def launch(self, launch: Launch) -> AsyncIterator[trio.Process]:
         env = dict(server_environment(launch.decl)) | self.extra_env
         self.launched.append(launch.name)
@@ -88,6 +110,26 @@ class SubprocessMcpLauncher:
             yield process
         finally:
             await end_server(process)
+
+
+async def _wait_ready(process: trio.Process, name: str, timeout_s: float) -> None:
+    """Until the sidecar wrote ``ready`` (PodmanCommandError when it exits or is late)."""
+    assert process.stdout is not None and process.stderr is not None
+    seen = b""
+    with trio.move_on_after(timeout_s):
+        while b"\n" not in seen and len(seen) < 4096:
+            chunk = await process.stdout.receive_some(4096)
+            if not chunk:
+                break
+            seen += chunk
+    if seen.split(b"\n", 1)[0] == b"ready":
+        return
+    err = b""
+    with trio.move_on_after(1):
+        err = bytes(await process.stderr.receive_some(2048))
+    raise PodmanCommandError(
+        f"the egress sidecar {name} did not become ready: "
+        f"{escape_text(err.decode('utf-8', 'replace').strip()) or 'no answer'}")
 
 
 class PodmanMcpLauncher:
@@ -105,7 +147,34 @@ class PodmanMcpLauncher:
     async def remove_leftovers(self, instance: str) -> list[str]:
         """At start: remove every ``boxmaker-<instance>-mcp-*`` container a crash left
         behind (nothing is recorded: the log shows those calls as unfinished)."""
-        return await remove_leftovers(self.settings.podman, mcp_container_prefix(instance))
+        removed = await remove_leftovers(self.settings.podman, mcp_container_prefix(instance))
+        return removed + await remove_leftovers(self.settings.podman, sidecar_prefix(instance))
+
+    @contextlib.asynccontextmanager
+    async def sidecar(self, name: str, egress_dir: str, *, ready_timeout_s: float
+                      ) -> AsyncIterator[None]:
+        """The egress sidecar `name`, ready (see the module's docstring)."""
+        podman = self.settings.podman
+        argv = build_sidecar_argv(self.settings, name=name, uid=self.uid, gid=self.gid,
+                                  rootless=self.rootless, egress_dir=egress_dir)
+        try:
+            process = await trio.lowlevel.open_process(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                env=child_environment())
+        except OSError as exc:
+            raise PodmanCommandError(f"podman could not be started ({exc.strerror or exc})"
+                                     ) from exc
+        try:
+            await _wait_ready(process, name, ready_timeout_s)
+            yield
+        finally:
+            with trio.CancelScope(shield=True):
+                if process.stdin is not None:
+                    with contextlib.suppress(trio.BrokenResourceError,
+                                             trio.ClosedResourceError):
+                        await process.stdin.aclose()
+                await remove_container(podman, name)
+            await reap(process)
 
     def create_argv(self, launch: Launch) -> list[str]:
         return build_mcp_create_argv(

@@ -48,6 +48,11 @@ class RunSpec:
     """run_command: every entry of the winning grant's `paths` (each is mounted)."""
     command_write: bool = False
     """run_command: the winning grant's `write` (its paths mounted read-write)."""
+    mcp_paths: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """An `mcp.*` call: each `path`/`write_path` argument's entries in the winning
+    grant's `paths` constraint (the longest matching one is its mount's grant entry)."""
+    mcp_private_network: tuple[str, ...] = ()
+    """An `mcp.*` call: the arguments whose winning constraint has `private_network`."""
 
 
 def build_run_spec(
@@ -64,6 +69,8 @@ def build_run_spec(
     deny_paths: tuple[str, ...] = (),
     command_paths: tuple[str, ...] = (),
     command_write: bool = False,
+    mcp_paths: tuple[tuple[str, tuple[str, ...]], ...] = (),
+    mcp_private_network: tuple[str, ...] = (),
 ) -> RunSpec:
     """The one place a RunSpec is made (called by brokerd for an allowed decision)."""
     return RunSpec(
@@ -80,6 +87,8 @@ def build_run_spec(
         deny_paths=deny_paths,
         command_paths=command_paths,
         command_write=command_write,
+        mcp_paths=mcp_paths,
+        mcp_private_network=mcp_private_network,
     )
 
 

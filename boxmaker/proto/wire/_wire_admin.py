@@ -26,6 +26,7 @@ from ._wire import (
     tag_of,
     tag_table,
 )
+from ._wire_mcp import MCP_ANSWER_TAGS, MCP_REQUEST_TAGS, McpAnswer, McpRequestBody
 from ._wire_passkey import (
     PASSKEY_ANSWER_TAGS,
     PASSKEY_REQUEST_TAGS,
@@ -104,6 +105,7 @@ AdminRequestBody = (
     | SessionRequest
     | DeclassifyRequest
     | PasskeyRequestBody
+    | McpRequestBody
 )
 
 
@@ -273,7 +275,7 @@ class SessionInfo:
 
 AdminAnswer = (
     ApprovalList | Approval | Ok | Status | GrantsReport | SessionInfo | PasskeyAnswer
-    | ErrorAnswer
+    | McpAnswer | ErrorAnswer
 )
 
 ADMIN_REQUEST_TAGS: Final[dict[str, Any]] = {
@@ -286,6 +288,7 @@ ADMIN_REQUEST_TAGS: Final[dict[str, Any]] = {
     "session": SessionRequest,
     "declassify": DeclassifyRequest,
     **PASSKEY_REQUEST_TAGS,
+    **MCP_REQUEST_TAGS,
 }
 ADMIN_ANSWER_TAGS: Final[dict[str, Any]] = {
     "approvals": ApprovalList,
@@ -295,6 +298,7 @@ ADMIN_ANSWER_TAGS: Final[dict[str, Any]] = {
     "grants_report": GrantsReport,
     "session": SessionInfo,
     **PASSKEY_ANSWER_TAGS,
+    **MCP_ANSWER_TAGS,
     "error": ErrorAnswer,
 }
 _REQUEST_BY_CLASS = tag_table(ADMIN_REQUEST_TAGS)

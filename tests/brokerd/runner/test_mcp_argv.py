@@ -6,12 +6,16 @@ import json
 from pathlib import Path
 
 from boxmaker.brokerd.runner._mcp_argv import (
+    PROXY_ENV,
     SERVER_PATH,
     build_mcp_create_argv,
+    build_sidecar_argv,
     mcp_call_container_name,
     mcp_container_prefix,
     mcp_probe_container_name,
     server_environment,
+    sidecar_name,
+    sidecar_prefix,
 )
 from boxmaker.brokerd.runner._mounts import Mount
 from boxmaker.brokerd.runner._podman_argv import PodmanSettings, instance_id
@@ -82,6 +86,24 @@ def test_egress_shares_the_sidecar_namespace_and_nothing_else_changes() -> None:
     assert [a for a in plain if a.startswith("--network")] == ["--network=none"]
     assert [a for a in shared if a.startswith("--network")] == [
         "--network=container:boxmaker-x-net-c1"]
-    assert len(plain) == len(shared)
+    proxy = [f"{k}={v}" for k, v in PROXY_ENV]
+    assert [a for a in shared if a not in plain] == ["--network=container:boxmaker-x-net-c1",
+                                                     *proxy]
+    assert len(plain) + 2 * len(proxy) == len(shared)
+    assert not any(a in plain for a in proxy)
     for forbidden in ("--env-host", "--privileged", "--device", "--init", "--network=host"):
         assert forbidden not in plain
+
+
+def test_the_golden_sidecar_and_its_name() -> None:
+    """Written by hand from 12's "Egress": the tools image's forwarder, no network of
+    its own, 64m, 16 pids, a quarter cpu, the per-call egress directory read-only."""
+    instance = instance_id(Path("/var/lib/boxmaker"))
+    server = mcp_call_container_name(instance, "fetch", 20411)
+    assert sidecar_name(server) == f"boxmaker-{instance}-net-c20411"
+    assert sidecar_name(mcp_probe_container_name(instance, "fetch", 3)) == (
+        f"boxmaker-{instance}-net-p3")
+    assert sidecar_name(server).startswith(sidecar_prefix(instance))
+    argv = build_sidecar_argv(SETTINGS, name=sidecar_name(server), uid=1000, gid=1000,
+                              rootless=True, egress_dir="/var/lib/boxmaker/run/net-1x2y")
+    assert argv == json.loads((FIXTURES / "mcp-sidecar.json").read_text())

@@ -234,17 +234,18 @@ async def test_leftover_server_containers_of_this_instance_are_swept() -> None:
     launcher = _podman_launcher(image)
     instance = f"t{os.getpid():07x}"[-8:]
     mine = f"boxmaker-{instance}-mcp-fake-c7"
+    sidecar = f"boxmaker-{instance}-net-c7"
     other = f"boxmaker-{instance}-call-7"
-    for name in (mine, other):
+    for name in (mine, sidecar, other):
         subprocess.run(["podman", "create", "--pull=never", "--name", name, "--network=none",
                         image, "true"], check=True, capture_output=True)
     try:
         with trio.fail_after(120):
-            assert await launcher.remove_leftovers(instance) == [mine]
-        assert not _exists(mine) and _exists(other)
+            assert await launcher.remove_leftovers(instance) == [mine, sidecar]
+        assert not _exists(mine) and not _exists(sidecar) and _exists(other)
     finally:
-        subprocess.run(["podman", "rm", "--force", "--ignore", mine, other], check=False,
-                       capture_output=True)
+        subprocess.run(["podman", "rm", "--force", "--ignore", mine, sidecar, other],
+                       check=False, capture_output=True)
 
 
 @pytest.mark.podman

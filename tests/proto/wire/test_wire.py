@@ -127,9 +127,11 @@ DECODE: dict[tuple[str, str], Callable[[bytes], object]] = {
 # JSON objects whose keys are free (any JSON object): tool arguments and outputs
 # (and, for passkeys, the browser's credential and creation options: the webauthn
 # package checks them; for tool-source tools, the pinned schema the model sees)
-FREE_FORM_KEYS = frozenset({"args", "output", "credential", "creation", "parameters"})
+FREE_FORM_KEYS = frozenset({"args", "output", "credential", "creation", "parameters", "raw",
+                            "suggested_kinds"})
 # Fields a request may leave out (newer than the format; written only when not null)
 OPTIONAL_FIELDS = frozenset({(("approve",), "assertion"), (("declassify",), "assertion"),
+                             (("mcp_pin",), "assertion"),
                              (("event", "tool_result"), "exit"),
                              (("status",), "mcp_tools"), (("grants_report",), "dormant")})
 
@@ -346,7 +348,8 @@ SPEC_ANCHORS = {
 
 def test_error_table_matches_the_spec() -> None:
     assert set(ERROR_RUNBOOKS) == set(ERROR_CODES)
-    assert len(ERROR_CODES) == 15  # 12-tool-sources: source_unavailable
+    # 12-tool-sources: source_unavailable, no_such_server, no_such_probe, sources_invalid
+    assert len(ERROR_CODES) == 18
     assert set(DENIAL_RUNBOOKS) == set(DENIAL_CODES)
     assert len(DENIAL_CODES) == 16  # 12: sources_invalid, source_unpinned, pin_mismatch
     for pointer in [*ERROR_RUNBOOKS.values(), *DENIAL_RUNBOOKS.values()]:
