@@ -22,7 +22,9 @@ from .._errors import BoxmakerError
 from .._sockets._streams import send_frame
 from .._sockets._unix import PeerCred
 from ..policy._load import GrantsMissing, load_grants, missing_state
-from ..policy._model import GrantState
+from ..policy._mcp_dormant import dormant_grants
+from ..policy._mcp_verdict import McpRegistry
+from ..policy._model import GrantSet, GrantState
 from ..proto._convert import U64, JsonObject
 from ..proto._taint import Taint
 from ..proto.wire import (
@@ -38,6 +40,7 @@ from ..proto.wire import (
     AuditStatus,
     CheckpointsStatus,
     DeclassifyRequest,
+    DormantGrant,
     GrantProblem,
     GrantsCheckRequest,
     GrantsReport,
@@ -74,8 +77,14 @@ def approval_view(entry: PendingApproval) -> Approval:
     )
 
 
-def grants_report(state: GrantState) -> GrantsReport:
+def grants_report(state: GrantState, registry: McpRegistry | None = None) -> GrantsReport:
+    """The grants report; with a tool registry (brokerd has tool sources) its
+    `dormant` grants too (12-tool-sources)."""
     report = state.report
+    dormant = None if registry is None else [
+        DormantGrant(file=d.file, index=U64(d.index), grant=d.grant, rule=d.rule,
+                     reason=d.reason)
+        for d in (dormant_grants(state, registry) if isinstance(state, GrantSet) else [])]
     return GrantsReport(
         ok=report.ok, count=U64(report.count), digest=report.digest,
         problems=[
@@ -83,6 +92,7 @@ def grants_report(state: GrantState) -> GrantsReport:
                          grant=p.grant, rule=p.rule, message=p.message)
             for p in report.problems
         ],
+        dormant=dormant,
     )
 
 
@@ -169,7 +179,8 @@ async def _dispatch(request: AdminRequest, peer: PeerCred, daemon: Daemon) -> Ad
                                              commands_path=commands_path(daemon.config))
         except GrantsMissing:
             state = missing_state()
-        return grants_report(state)
+        return grants_report(state, None if daemon.sources is None
+                             else daemon.sources.registry())
     if isinstance(body, SessionRequest):
         view = ledger.session_view(body.session)
         if view is None:

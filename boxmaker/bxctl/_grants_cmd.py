@@ -16,6 +16,7 @@ import click
 from .._brokerd_config import commands_path, compute_protected, load_config
 from .._error_table import see, shown
 from .._errors import ConfigError
+from .._source_files import offline_view, pins_directory
 from ..policy._decide import decide
 from ..policy._decision import Ask, Decision, ProtectedPaths, ToolCall
 from ..policy._explain import (
@@ -26,6 +27,8 @@ from ..policy._explain import (
     report_lines,
 )
 from ..policy._load import GrantsMissing, load_grants
+from ..policy._mcp_dormant import dormant_grants, dormant_json, dormant_lines
+from ..policy._mcp_verdict import NO_SOURCES
 from ..policy._model import GrantSet, InvalidGrantSet
 from ..proto._convert import unstructure
 from ..proto._errors import DecodeError
@@ -81,15 +84,24 @@ def check(app: App, directory: Path | None, as_json: bool, brokerd_config: Path 
     """
     where = directory if directory is not None else app.config.grants
     try:  # brokerd's [commands] path, so that G21 is checked as brokerd checks it
-        path = commands_path(load_config(brokerd_config))
+        config = load_config(brokerd_config)
     except ConfigError as exc:
         raise click.UsageError(f"brokerd config: {exc}") from None
-    state = _load(where, path)
+    state = _load(where, commands_path(config))
     report = state.report
+    # the dormant grants against the configured sources and the pin files (12)
+    _, _, registry = offline_view(config.sources, pins_directory(config.audit),
+                                  runner_output_max=config.runner.output_max_bytes)
+    dormant = dormant_grants(state, registry) if isinstance(state, GrantSet) else []
     if as_json:
-        _print_json(unstructure(report))
+        _print_json({**unstructure(report), "dormant": dormant_json(dormant)})
     else:
-        _echo_report(report_lines(report, os.fsdecode(where)))
+        lines = report_lines(report, os.fsdecode(where))
+        if dormant:
+            noun = "grant matches" if len(dormant) == 1 else "grants match"
+            lines[-1:] = [*dormant_lines(dormant),
+                          f"{lines[-1]}; {len(dormant)} dormant {noun} nothing"]
+        _echo_report(lines)
     _exit(0 if report.ok else 1)
 
 
@@ -106,6 +118,14 @@ def _echo_explain(result: Decision | Ask, state: GrantSet | None) -> None:
     indent = " " * EXPLAIN_HEAD + GUTTER
     for head, value in explain_rows(result, state):
         click.echo("\n".join(wrap_row(head, value, width, indent)))
+
+
+def _mcp_rows(tool: str, result: Decision | Ask) -> dict[str, Any]:
+    """An `mcp.*` call's effective arguments (the schema's defaults filled, what the
+    constraints were matched against) and its server's pin digest."""
+    if not tool.startswith("mcp."):
+        return {}
+    return {"effective_args": result.effective_args, "pin": result.pin}
 
 
 def brokerd_protected_paths(config_path: Path | None) -> tuple[str, ...]:
@@ -140,6 +160,11 @@ def brokerd_protected_paths(config_path: Path | None) -> tuple[str, ...]:
     help="brokerd.toml, for the protected paths and [commands] path "
     "(default: $BOXMAKER_HOME/brokerd.toml).",
 )
+@click.option("--sources", "sources_dir", type=click.Path(path_type=Path), default=None,
+              help="The MCP sources directory, for mcp.* tools (default: brokerd's).")
+@click.option("--pins", "pins_dir", type=click.Path(path_type=Path), default=None,
+              help="The pin files' directory, for mcp.* tools (default: brokerd's "
+                   "audit/pins).")
 @click.option("--json", "as_json", is_flag=True, help="Print the decision as JSON.")
 @pass_app
 def explain(
@@ -150,9 +175,14 @@ def explain(
     untrusted: bool,
     grants_dir: Path | None,
     brokerd_config: Path | None,
+    sources_dir: Path | None,
+    pins_dir: Path | None,
     as_json: bool,
 ) -> None:
     """Decide one call offline and show which grants matched, applied and won.
+
+    An `mcp.*` tool is decided against the sources (`--sources`) and the pin files
+    whose digest recomputes (`--pins`), as brokerd's tool registry would be.
 
     Exit 0 when the call would be allowed or asked, 1 when denied, 2 on usage errors.
     """
@@ -169,7 +199,13 @@ def explain(
     where = grants_dir if grants_dir is not None else app.config.grants
     state = _load(where, commands_path(config))
     taint = Taint(label=label, untrusted=untrusted)
-    result = decide(ToolCall(tool=tool, args=args), taint, state, protected)
+    registry = NO_SOURCES
+    if tool.startswith("mcp."):  # the tool registry of brokerd's sources and pin files
+        _, _, registry = offline_view(
+            sources_dir if sources_dir is not None else config.sources,
+            pins_dir if pins_dir is not None else pins_directory(config.audit),
+            runner_output_max=config.runner.output_max_bytes)
+    result = decide(ToolCall(tool=tool, args=args), taint, state, protected, registry)
     if isinstance(state, InvalidGrantSet):
         if as_json:
             _print_json(unstructure(state.report))
@@ -178,14 +214,25 @@ def explain(
             _echo_explain(result, None)
         _exit(1)
     commands = command_explanations(result, state)
+    mcp_rows = _mcp_rows(tool, result)
     if as_json:
         document = explain_document(result)
         if commands:
             document["commands"] = [c.as_json() for c in commands]
+        if tool.startswith("mcp."):
+            document.update(mcp_rows)
         _print_json(document)
     else:
         _echo_explain(result, state)
         if commands:
             _echo_report([line for c in commands for line in c.lines()])
+        width = terminal_width()
+        indent = " " * EXPLAIN_HEAD + GUTTER
+        for head, value in mcp_rows.items():
+            if value is not None:
+                text = value if isinstance(value, str) else dumps_terminal(value)
+                name = "effective" if head == "effective_args" else head
+                click.echo("\n".join(wrap_row(f"{name:<{EXPLAIN_HEAD - 1}} ",
+                                               escape_line(text), width, indent)))
     denied = explain_document(result)["outcome"] == "denied"
     _exit(1 if denied else 0)

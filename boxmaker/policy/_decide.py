@@ -83,10 +83,10 @@ def _reason(tool: str, verdict: Verdict, taint: Taint, grants: GrantState | None
     if code == "grants_invalid":
         assert isinstance(grants, InvalidGrantSet)
         return _invalid_reason(grants)
+    if code == "bad_args" or (verdict.detail and tool.startswith("mcp.")):
+        return verdict.detail  # an mcp.* tool's own words (not offered: why)
     if code == "unknown_tool":
         return f"unknown tool {_q(tool)}; the tools are {', '.join(CATALOGUE.names)}"
-    if code == "bad_args" or (verdict.detail and tool.startswith("mcp.")):
-        return verdict.detail
     if code == "protected":
         assert parsed is not None
         return (

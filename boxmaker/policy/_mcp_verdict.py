@@ -12,6 +12,8 @@ decision.  The steps, marked in the code:
 - D2 the arguments against the profiled schema and the kinds, defaults filled
   (the effective arguments); D2b every `path`/`write_path` value against the
   protected paths;
+- D1b also: a `deny` grant failing G11..G14 disables its tool (`unknown_tool`,
+  what it denied stays denied);
 - D3 a grant matches when its tool is the call's, it is not dormant (G11..G14
   against the pin) and every constraint holds on the effective arguments;
 - D4..D7 as for the built-ins; D6's winner: the strictest effective mode, then
@@ -22,7 +24,7 @@ decision.  The steps, marked in the code:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import attrs
@@ -99,13 +101,29 @@ def _why_not_offered(server: RegisteredServer, local: str) -> str:
     return "the pin has no tool of that name"
 
 
+def pin_problems(grant: Grant, tool: ToolVerdict) -> list[tuple[str, str]]:
+    """G11..G14 of one grant against the offered tool (empty: it fits)."""
+    if tool.grammar is None:  # pragma: no cover - an offered tool has its grammar
+        return [("G11", "the pinned tool has no schema")]
+    return list(grant_problems(tool.grammar, mode=grant.mode,
+                               when_untrusted=grant.when_untrusted, args=grant.args or {}))
+
+
+def deny_disabling(grants: Sequence[Grant], tool: ToolVerdict
+                   ) -> tuple[Grant, str, str] | None:
+    """The first `deny` grant of the tool's failing G11..G14, with its rule and message:
+    it disables the tool (12 "Pin-dependent checks": what it denied stays denied)."""
+    for grant in grants:
+        if grant.mode == "deny":
+            problems = pin_problems(grant, tool)
+            if problems:
+                return grant, problems[0][0], problems[0][1]
+    return None
+
+
 def _dormant(grant: Grant, tool: ToolVerdict) -> bool:
-    """G11..G14 against the pin: a failing allow/ask grant matches nothing; a failing
-    deny grant still denies (12: it disables the tool, what it denied stays denied)."""
-    if tool.grammar is None:
-        return True
-    return bool(grant_problems(tool.grammar, mode=grant.mode, when_untrusted=grant.when_untrusted,
-                               args=grant.args or {}))
+    """G11..G14 against the pin: a failing allow/ask grant matches nothing."""
+    return bool(pin_problems(grant, tool))
 
 
 def _holds(grant: Grant, tool: ToolVerdict, effective: Mapping[str, Any]) -> bool:
@@ -142,6 +160,12 @@ def judge_mcp(tool: str, raw_args: Mapping[str, Any], taint: Taint, grants: Gran
     if offered is None or offered.grammar is None:
         return _early("unknown_tool", f"{tool} is not offered: "
                                       f"{_why_not_offered(server, split[1])}", pin=server.pin)
+    candidates = grants.by_tool.get(tool, ()) if isinstance(grants, GrantSet) else ()
+    disabling = deny_disabling(candidates, offered)
+    if disabling is not None:
+        return _early("unknown_tool", f"{tool} is not offered: it is disabled ({disabling[1]}) "
+                                      f"by the deny grant {disabling[0].id}, which does not "
+                                      f"fit the pinned tool: {disabling[2]}", pin=server.pin)
     # D2
     try:
         effective = effective_args(offered.grammar, dict(raw_args))
@@ -156,10 +180,9 @@ def judge_mcp(tool: str, raw_args: Mapping[str, Any], taint: Taint, grants: Gran
                                            f"paths (under {base}); no grant can cover it",
                               effective=effective, pin=server.pin)
     # D3
-    candidates = grants.by_tool.get(tool, ()) if isinstance(grants, GrantSet) else ()
     matched: list[Match] = [
         (grant, None, (len(grant.args or {}),)) for grant in candidates
-        if (grant.mode == "deny" or not _dormant(grant, offered))
+        if not _dormant(grant, offered)
         and _holds(grant, offered, effective)]
     if not matched:
         return McpVerdict(verdict=Verdict("no_grant", None, None, f"no grant covers {tool}",

@@ -11,10 +11,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from boxmaker._source_files import MAX_SOURCE_BYTES, read_source_files
 from boxmaker.brokerd._mcp_sources import (
-    MAX_SOURCE_BYTES,
     load_sources,
-    read_source_files,
     server_states,
     sources_directory,
     write_pin,

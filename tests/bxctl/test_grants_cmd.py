@@ -75,7 +75,8 @@ def test_check_json_is_the_report(home: Path) -> None:
     result = run(home, "grants", "check", "--json")
     assert result.exit_code == 0
     doc = json.loads(result.stdout)
-    assert list(doc) == ["ok", "count", "digest", "problems"]
+    assert list(doc) == ["ok", "count", "digest", "problems", "dormant"]
+    assert doc["dormant"] == []
     assert doc["ok"] is True and doc["count"] == 4 and len(doc["digest"]) == 64
     assert result.stdout.count("\n") == 1
 

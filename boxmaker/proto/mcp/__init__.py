@@ -47,6 +47,7 @@ from ._decl import (
     sources_digest,
 )
 from ._decl_tool import KINDS, Egress, Kind, ToolTable, default_egress
+from ._draft import grant_stubs
 from ._drift import Drift, FieldChange, ToolStatus, compare_tools, drift, tool_diff
 from ._egress_rule import Allowance, allowance
 from ._grant_args import CONSTRAINT_KEYS, g10_problems, grant_problems
@@ -190,6 +191,7 @@ __all__ = [
     "encode_pin",
     "g10_problems",
     "grant_problems",
+    "grant_stubs",
     "hidden_in",
     "instructions_of",
     "is_server_id",

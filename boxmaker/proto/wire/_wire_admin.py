@@ -235,12 +235,32 @@ class GrantProblem:
     message: str
 
 
+DormantRule = Literal["G11", "G12", "G13", "G14", "S13", "S16", "S17"]
+
+
+@attrs.frozen(kw_only=True)
+class DormantGrant:
+    """A valid grant that matches nothing against the sources and pins (12-tool-sources
+    "Grants for tool-source tools"); `rule` None: the tool is simply not there."""
+
+    file: str
+    index: U64
+    grant: str = attrs.field(validator=check_name)
+    rule: DormantRule | None
+    reason: str
+
+
 @attrs.frozen(kw_only=True)
 class GrantsReport:
     ok: bool
     count: U64
     digest: str = attrs.field(validator=check_hex64)
     problems: list[GrantProblem]
+    dormant: list[DormantGrant] | None = None
+    """Left out by a brokerd without tool sources (issue 26)."""
+
+
+omit_when_none(GrantsReport, "dormant")
 
 
 @attrs.frozen(kw_only=True)

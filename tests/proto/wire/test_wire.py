@@ -133,7 +133,7 @@ FREE_FORM_KEYS = frozenset({"args", "output", "credential", "creation", "paramet
 OPTIONAL_FIELDS = frozenset({(("approve",), "assertion"), (("declassify",), "assertion"),
                              (("mcp_pin",), "assertion"),
                              (("event", "tool_result"), "exit"),
-                             (("status",), "mcp_tools")})
+                             (("status",), "mcp_tools"), (("grants_report",), "dormant")})
 
 
 def _kind(path: Path) -> str:

@@ -1,0 +1,129 @@
+"""`bxctl mcp check|draft` (12-tool-sources "bxctl"): offline, no daemon needed.
+
+Both read what brokerd reads, as `bxctl grants check` does: brokerd's config
+(`--brokerd-config`, or ``$BOXMAKER_HOME/brokerd.toml`` when it exists) names
+the sources directory and the audit directory; a pin is a file of
+`audit/pins/` whose digest recomputes (`boxmaker._source_files`).
+
+- `check [DIR]`: the sources report (S1..S17 rules of the declarations), exit
+  0 valid, 1 problems;
+- `draft SERVER`: commented grant stubs for every offered tool of the pinned
+  server (`proto.mcp.grant_stubs`), exit 1 when the server is not declared or
+  has no pin.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import NoReturn
+
+import click
+
+from .._brokerd_config import BrokerdConfig, load_config
+from .._error_table import DENIAL_RUNBOOKS
+from .._errors import ConfigError
+from .._source_files import offline_pin, offline_view, pins_directory, read_sources
+from ..proto._convert import unstructure
+from ..proto._escape import escape_line
+from ..proto._json import dumps_terminal
+from ..proto.mcp import SourcesReport, grant_stubs, tool_verdicts
+from ._app import text_arg
+from ._mcp_group import mcp
+from ._screen import terminal_width, wrap_line
+
+_CONFIG_HELP = "brokerd.toml, for its sources and audit directories " \
+               "(default: $BOXMAKER_HOME/brokerd.toml)."
+
+
+def _exit(code: int) -> NoReturn:
+    click.get_current_context().exit(code)
+
+
+def _config(path: Path | None) -> BrokerdConfig:
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        raise click.UsageError(f"brokerd config: {exc}") from None
+
+
+def sources_report_lines(report: SourcesReport, directory: str) -> list[str]:
+    """`bxctl mcp check`: one escaped line per problem, then a summary line."""
+    lines: list[str] = []
+    for problem in report.problems:
+        where = problem.file
+        if problem.index is not None:
+            where += f" server {problem.index}"
+            if problem.server is not None:
+                where += f" ({problem.server})"
+        lines.append(escape_line(f"{problem.rule} {where}: {problem.message}"))
+    place = escape_line(directory)
+    if report.ok:
+        noun = "server" if report.count == 1 else "servers"
+        lines.append(f"ok: {report.count} MCP {noun} in {place}, digest {report.digest}")
+    else:
+        files = len({p.file for p in report.problems})
+        noun = "problem" if len(report.problems) == 1 else "problems"
+        lines.append(f"not ok: {len(report.problems)} {noun} in {files} "
+                     f"file{'s' if files != 1 else ''} of {place}; every mcp.* call is denied "
+                     f"while the set is invalid. See {DENIAL_RUNBOOKS['sources_invalid']}")
+    return lines
+
+
+@mcp.command("check")
+@click.argument("directory", required=False, type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the sources report as JSON.")
+@click.option("--brokerd-config", type=click.Path(path_type=Path), default=None,
+              help=_CONFIG_HELP)
+def check(directory: Path | None, as_json: bool, brokerd_config: Path | None) -> None:
+    """Check every source file in DIR (default: brokerd's sources directory).
+
+    Exit 0 when the set is valid (a missing directory: no servers), 1 when it has
+    problems.
+    """
+    config = _config(brokerd_config)
+    where = directory if directory is not None else config.sources
+    report = read_sources(where, runner_output_max=config.runner.output_max_bytes).report
+    if as_json:
+        click.echo(dumps_terminal(unstructure(report)))
+    else:
+        width = terminal_width()
+        for line in sources_report_lines(report, os.fsdecode(where)):
+            click.echo(wrap_line(line, width))
+    _exit(0 if report.ok else 1)
+
+
+@mcp.command("draft")
+@click.argument("server")
+@click.option("--brokerd-config", type=click.Path(path_type=Path), default=None,
+              help=_CONFIG_HELP)
+def draft(server: str, brokerd_config: Path | None) -> None:
+    """Print commented grant stubs for every offered tool of the pinned SERVER.
+
+    Uncomment a stub, fill in each FILL IN and put it in a grants file; `bxctl
+    grants check` then shows whether it matches anything.  Exit 1 when SERVER is
+    not declared or not pinned.
+    """
+    server = text_arg(server, "SERVER")
+    config = _config(brokerd_config)
+    _, pins, registry = offline_view(config.sources, pins_directory(config.audit),
+                                     runner_output_max=config.runner.output_max_bytes)
+    width = terminal_width()
+    if not registry.valid:
+        click.echo(wrap_line(f"bxctl: the tool-source set has problems (bxctl mcp check "
+                             f"lists them). See {DENIAL_RUNBOOKS['sources_invalid']}", width),
+                   err=True)
+        _exit(1)
+    one = registry.servers.get(server)
+    if one is None:
+        click.echo(wrap_line(escape_line(f"bxctl: no source declares the MCP server "
+                                         f"{server}"), width), err=True)
+        _exit(1)
+    pin = offline_pin(pins, registry, server)
+    if pin is None:
+        click.echo(wrap_line(escape_line(
+            f"bxctl: the MCP server {server} has no pin file that holds "
+            f"({one.unpinned or 'none'}); bxctl mcp pin {server} reviews and pins it. "
+            f"See {DENIAL_RUNBOOKS['source_unpinned']}"), width), err=True)
+        _exit(1)
+    click.echo(grant_stubs(server, pin.digest, tool_verdicts(one.decl, pin)), nl=False)
