@@ -23,6 +23,7 @@ from .._error_table import ERROR_RUNBOOKS, shown
 from .._errors import ConfigError, ConfigurationError
 from .._paths import boxmaker_home
 from .._qr import terminal_qr
+from . import _starter_mcp
 from ._home import brokerd_toml, write_starter_home
 from ._local import (
     N_CTX_PER_SLOT,
@@ -181,7 +182,7 @@ def _runner_image(home: Path) -> str | None:
 
 
 def _tools(home: Path, no_tools: bool, scripts: Path | None = None,
-           consent: AptConsent | None = None) -> ToolsSetup | None:
+           consent: AptConsent | None = None, mcp: bool = False) -> ToolsSetup | None:
     """Set up podman and the tools image when up may choose the runner; None when it may not."""
     if (home / "brokerd.toml").exists() and not is_owned(home, "brokerd.toml"):
         _say(f"{home / 'brokerd.toml'} was edited since up wrote it (or up did not write "
@@ -190,11 +191,13 @@ def _tools(home: Path, no_tools: bool, scripts: Path | None = None,
     if no_tools:
         return ToolsSetup(image=None, advice="--no-tools: tools are not set up")
     return set_up_tools(confirm=consent or AptConsent(missing_commands()), say=_say,
-                        scripts=scripts)
+                        scripts=scripts, mcp=mcp)
 
 
-def _reconcile(home: Path, tools: ToolsSetup | None, created: bool) -> None:
-    """Keep up's own brokerd.toml in step with the tools; prune after a rebuild."""
+def _reconcile(home: Path, tools: ToolsSetup | None, created: bool,
+               created_names: frozenset[str] = frozenset()) -> None:
+    """Keep up's own brokerd.toml and starter source in step with the images; prune
+    after a rebuild."""
     if tools is None:
         return
     if not created and rewrite_owned(home, "brokerd.toml",
@@ -202,6 +205,10 @@ def _reconcile(home: Path, tools: ToolsSetup | None, created: bool) -> None:
                                                   tools.commands_image).encode("utf-8")):
         runner = f"podman with image {tools.image}" if tools.image else "the refusing runner"
         _say(f"{home / 'brokerd.toml'}: the runner is now {runner}")
+    if tools.mcp_image is not None and _starter_mcp.SOURCE_NAME not in created_names \
+            and rewrite_owned(home, _starter_mcp.SOURCE_NAME,
+                              _starter_mcp.source_toml(tools.mcp_image).encode("utf-8")):
+        _say(f"{_starter_mcp.source_path(home)}: the image is now {tools.mcp_image}")
     if tools.image is not None and tools.rebuilt:
         keep = [image for image in (_runner_image(home),) if image is not None]
         for image in prune_tools_images(tools.image, keep=keep):
@@ -254,8 +261,11 @@ def cli() -> None:
               help="Also serve the approval page (docs/approvals.md), and print its URL.")
 @click.option("--no-tools", is_flag=True,
               help="Do not install podman or build the tools image; tools are refused.")
+@click.option("--no-mcp", is_flag=True,
+              help="Do not build the MCP image or add the starter time server "
+                   "(sources/time.toml).")
 def up(home: Path | None, url: str | None, local_model: bool, model_key: str | None,
-       no_chat: bool, approvals_page: bool, no_tools: bool) -> None:
+       no_chat: bool, approvals_page: bool, no_tools: bool, no_mcp: bool) -> None:
     """Start brokerd, inferproxy and loopd, then open a chat; stop them all at the end.
 
     The inference server is --inference URL, or the one in the home's
@@ -319,12 +329,21 @@ def up(home: Path | None, url: str | None, local_model: bool, model_key: str | N
         slots, n_ctx = 4, 262144
         if not (home / "loopd.toml").exists():
             slots, n_ctx = _probe_server(upstream) or (slots, n_ctx)
-    tools = _tools(home, no_tools, consent=consent)
+    tools = _tools(home, no_tools, consent=consent, mcp=not no_mcp)
     starter = write_starter_home(home, upstream=upstream, slots=slots, n_ctx_per_slot=n_ctx,
                                  tools_image=tools.image if tools else None,
                                  commands_image=tools.commands_image if tools else None,
-                                 max_tokens=max_tokens, temperature=temperature)
-    _reconcile(home, tools, created=home / "brokerd.toml" in starter.created)
+                                 max_tokens=max_tokens, temperature=temperature,
+                                 mcp_image=None if no_mcp or tools is None
+                                 else tools.mcp_image)
+    created_names = frozenset(str(path.relative_to(home)) for path in starter.created
+                              if path.is_relative_to(home))
+    _reconcile(home, tools, created=home / "brokerd.toml" in starter.created,
+               created_names=created_names)
+    if (_starter_mcp.SOURCE_NAME in created_names
+            and home / "loopd.toml" not in starter.created):
+        _say(f"added the starter time server; add {_starter_mcp.LOOP_ENTRY!r} to [loop] "
+             f"tools in {home / 'loopd.toml'} for the model to see its tools")
     for path in starter.created:
         click.echo(f"created {path}")
     if starter.created:
@@ -350,7 +369,15 @@ def up(home: Path | None, url: str | None, local_model: bool, model_key: str | N
     ]
     if approvals_page:
         specs.append(_approvals_child(home))
-    foreground = None if no_chat else [_bin("bxctl"), "--config", str(home / "bxctl.toml"), "chat"]
+    bxctl = [_bin("bxctl"), "--config", str(home / "bxctl.toml")]
+    foreground = None if no_chat else [*bxctl, "chat"]
+    when_ready = None
+    if _starter_mcp.source_path(home).exists() and not no_mcp:
+        settings = _brokerd_settings(home)
+        when_ready = partial(_starter_mcp.offer_first_pin, bxctl,
+                             interactive=sys.stdin is not None and sys.stdin.isatty(),
+                             require_passkey=settings is not None and settings.require_passkey,
+                             say=_say)
     try:
         status = trio.run(
             lambda: run_stack(
@@ -358,6 +385,7 @@ def up(home: Path | None, url: str | None, local_model: bool, model_key: str | N
                 home / "logs",
                 foreground=foreground,
                 say=lambda text: click.echo(text, err=True),
+                when_ready=when_ready,
             )
         )
     except* ChildFailed as group:

@@ -4,7 +4,8 @@ Four config files, `core.md`, a `grants/` directory with commented examples (a
 run_command one among them), and a demo notes directory outside the home (the
 home is protected: no grant can reach into it).  Existing files are never
 overwritten.  With the tools and commands images, brokerd.toml gets
-`[commands]` and loopd offers run_command.
+`[commands]` and loopd offers run_command; with the MCP image, the starter
+time server (`_starter_mcp`) and `mcp.time.*` in loopd's tools.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 import attrs
 
 from ..proto.tools import CATALOGUE
+from . import _starter_mcp
 from ._owned import mark_owned
 
 
@@ -145,6 +147,7 @@ def write_starter_home(
     n_ctx_per_slot: int = 262144,
     temperature: float | None = None,
     owner_home: Path | None = None,
+    mcp_image: str | None = None,
 ) -> StarterHome:
     """Create what is missing of a starter home; return what was created."""
     created: list[Path] = []
@@ -157,6 +160,12 @@ def write_starter_home(
     offer = list(CATALOGUE.default_offer)
     if tools_image is not None and commands_image is not None:
         offer += [name for name in CATALOGUE.command_tools if name not in offer]
+    if mcp_image is not None:
+        offer.append(_starter_mcp.LOOP_ENTRY)
+        source = _starter_mcp.SOURCE_NAME
+        if _write_new(home / source, _starter_mcp.source_toml(mcp_image), created):
+            mark_owned(home, source, (home / source).read_bytes())
+        _write_new(home / _starter_mcp.GRANTS_NAME, _starter_mcp.grants_toml(), created)
     demo = demo_notes.parent
     demo_is_new = not demo.exists()
     if _write_new(home / "brokerd.toml", brokerd_toml(home, tools_image, commands_image),

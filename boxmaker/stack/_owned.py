@@ -22,7 +22,7 @@ from pathlib import Path
 
 OWNED_FILE = ".up-owned.json"
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-_NAMES = frozenset({"brokerd.toml"})
+_NAMES = frozenset({"brokerd.toml", "sources/time.toml"})
 MAX_RECORD_BYTES = 4096
 
 

@@ -41,6 +41,8 @@ class ToolsSetup:
     rebuilt: bool = False
     commands_image: str | None = None
     """sha256:<id> of the default commands image (run_command), or None: not built."""
+    mcp_image: str | None = None
+    """sha256:<id> of the reference MCP servers' image (the starter `time` source), or None."""
 
 
 def scripts_dir() -> Path | None:
@@ -58,7 +60,7 @@ def _elapsed(started: float) -> str:
 
 
 def set_up_tools(*, confirm: Callable[[str], bool], say: Callable[[str], None],
-                 scripts: Path | None = None) -> ToolsSetup:
+                 scripts: Path | None = None, mcp: bool = False) -> ToolsSetup:
     """Install what is missing, build the images if needed; their digests or advice.
 
     With a tools image, the default commands image (`scripts/build-commands-image`:
@@ -68,7 +70,38 @@ def set_up_tools(*, confirm: Callable[[str], bool], say: Callable[[str], None],
     setup = _set_up_tools_image(confirm=confirm, say=say, scripts=scripts)
     if setup.image is None or scripts is None:
         return setup
-    return attrs.evolve(setup, commands_image=_commands_image(scripts, say))
+    setup = attrs.evolve(setup, commands_image=_commands_image(scripts, say))
+    if mcp:
+        setup = attrs.evolve(setup, mcp_image=_mcp_image(scripts, say))
+    return setup
+
+
+def _mcp_image(scripts: Path, say: Callable[[str], None]) -> str | None:
+    """The reference MCP servers' image (`scripts/build-mcp-image`: mcp-server-time and
+    the others from PyPI on the tools image), built when missing; None when it cannot be
+    (the starter `time` source is then left out)."""
+    build = scripts / "build-mcp-image"
+    if not build.is_file():
+        return None
+    check = subprocess.run([str(build), "--check"], stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, check=False)
+    image = check.stdout.strip()
+    if check.returncode == 0 and _DIGEST.fullmatch(image):
+        return image
+    started = time.monotonic()
+    say("building the MCP image for the starter time server (mcp-server-time from PyPI on "
+        "the tools image: a minute or so the first time)")
+    built = subprocess.run([str(build)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           text=True, check=False)
+    lines = (built.stdout or "").split()
+    image = lines[-1] if lines else ""
+    if built.returncode != 0 or not _DIGEST.fullmatch(image):
+        say(f"building the MCP image failed (exit {built.returncode}, see above): the starter "
+            "time server is left out; run scripts/build-mcp-image, then ./scripts/up again "
+            "(or ./scripts/up --no-mcp)")
+        return None
+    say(f"MCP image {image} built in {_elapsed(started)}")
+    return image
 
 
 def _commands_image(scripts: Path, say: Callable[[str], None]) -> str | None:

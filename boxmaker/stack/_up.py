@@ -206,8 +206,10 @@ async def run_stack(
     foreground: Sequence[str] | None,
     say: Callable[[str], None] = print,
     stop_grace_s: float = STOP_GRACE_S,
+    when_ready: Callable[[], Awaitable[None]] | None = None,
 ) -> int:
-    """Start the children in order, run `foreground` (or wait for a signal), stop all.
+    """Start the children in order, run `when_ready` (the starter pin), then `foreground`
+    (or wait for a signal), stop all.
 
     Returns the foreground command's exit status (0 without one).
     """
@@ -225,6 +227,8 @@ async def run_stack(
                 say(f"starting {child.spec.name} (log: {child.log_path})")
                 await nursery.start(_run_child, child, env, say)
                 say(f"{child.spec.name} is ready")
+            if when_ready is not None:
+                await when_ready()
             if foreground is None:
                 # The receiver first: a Ctrl-C right after the line is read is a clean stop.
                 with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
