@@ -75,7 +75,7 @@ def test_up_writes_a_home_starts_everything_chats_and_stops(
     # With the tools image of this tree built (CI builds it first), up uses it; without
     # it, --no-tools, so that the test does not build an image (minutes).
     tools = checked_image("build-tools-image")[0] is not None
-    argv = [str(BOXMAKER), "up", "--home", str(home), "--inference", url]
+    argv = [str(BOXMAKER), "up", "--home", str(home), "--inference", url, "--no-mcp"]
     up = Pty(argv if tools else [*argv, "--no-tools"], env=env)
     try:
         screen = up.expect(b"you> ", timeout=120).decode(errors="replace")
@@ -149,7 +149,7 @@ def test_up_with_the_approval_page(fake_llama: Callable[[list[dict[str, Any]]], 
     env = dict(os.environ, HOME=str(user))
     env.pop("XDG_RUNTIME_DIR", None)
     env.pop("BOXMAKER_HOME", None)
-    up = Pty([str(BOXMAKER), "up", "--home", str(home), "--inference", url, "--no-chat",
+    up = Pty([str(BOXMAKER), "up", "--home", str(home), "--inference", url, "--no-chat", "--no-mcp",
               "--approvals-page"], env=env)
     try:
         screen = up.expect(b"approvals is ready", timeout=120).decode(errors="replace")
