@@ -1,7 +1,7 @@
 """`boxmaker up` with the starter time server, for real (issue 26 item 2): up writes
 sources/time.toml with the MCP image, shows the probed tools through `bxctl mcp
 pin` on its terminal, pins on the owner's yes; `bxctl mcp list` shows `time`
-pinned, the chat's banner lists its tools, and one chat turn (the scripted fake
+pinned, the chat's banner and `/help` list its tools, and one chat turn (the scripted fake
 llama-server calling `mcp__time__get_current_time`) makes a call that the audit
 log records as the MCP server's.  Real podman, the tools and MCP images."""
 
@@ -84,6 +84,10 @@ def test_up_pins_the_starter_time_server_and_a_chat_turn_calls_it() -> None:
         assert listed.returncode == 0, listed.stderr
         (view,) = json.loads(listed.stdout)["servers"]
         assert view["id"] == "time" and view["state"] == "pinned" and view["offered"] == 2
+        up.type("/help\n")
+        up.expect(b"MCP tools the agent may ask for")
+        screen = up.expect(b"  mcp.time.get_current_time  ").decode(errors="replace")
+        assert "  mcp.time.convert_time  " in screen.split("MCP tools the agent may ask")[1]
         up.type("what time is it?\n")
         up.expect(b"It is now, in UTC.", timeout=300)
         up.expect(b"you> ")
