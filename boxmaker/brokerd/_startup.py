@@ -37,6 +37,7 @@ from .log._checkpoints_link import open_checkpoints
 from .runner._commands_runtime import CommandsRuntime
 from .runner._echo import EchoRuntime
 from .runner._mcp_launch import PodmanMcpLauncher
+from .runner._mcp_oci import OciMcpLauncher
 from .runner._mcp_runtime import McpEvent, McpRuntime, McpServerState
 from .runner._oci import OciRuntime
 from .runner._podman import PodmanRuntime
@@ -123,8 +124,10 @@ async def _mcp_runtime(main: ServedRuntime, events: list[McpEvent] | None
     `runner_unavailable` in its words).  Its servers come from `ToolSources`."""
     if not isinstance(main, PodmanRuntime) or not main.ok:
         return []
-    launcher = PodmanMcpLauncher(main.settings, uid=os.getuid(), gid=os.getgid(),
-                                 rootless=bool(main.check_result.rootless))
+    launcher = (OciMcpLauncher(main, uid=os.getuid(), gid=os.getgid())
+                if isinstance(main, OciRuntime) else
+                PodmanMcpLauncher(main.settings, uid=os.getuid(), gid=os.getgid(),
+                                  rootless=bool(main.check_result.rootless)))
     try:
         await launcher.remove_leftovers(main.instance)
     except Exception as exc:  # noqa: BLE001 - logged; a leftover never blocks serving

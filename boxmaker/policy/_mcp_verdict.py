@@ -57,6 +57,14 @@ class RegisteredServer:
     """Why it is unpinned (none, unpinned, drifted, file_missing, ...)."""
     verdicts: Mapping[str, ToolVerdict] = attrs.field(factory=dict)
     """The pinned tools by MCP name (empty while unpinned)."""
+    dormancy: dict[tuple[int, int], tuple[Grant, ToolVerdict, bool]] = attrs.field(
+        factory=dict, eq=False, repr=False)
+    """G11..G14's outcome per (grant, pinned tool), computed once: both are immutable and
+    the entry holds them, so an id is never another object's while it is kept."""
+
+
+DORMANCY_MAX = 262_144
+"""Entries kept per server before the memo starts again (grant sets reloaded often)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -121,9 +129,17 @@ def deny_disabling(grants: Sequence[Grant], tool: ToolVerdict
     return None
 
 
-def _dormant(grant: Grant, tool: ToolVerdict) -> bool:
-    """G11..G14 against the pin: a failing allow/ask grant matches nothing."""
-    return bool(pin_problems(grant, tool))
+def _dormant(grant: Grant, tool: ToolVerdict, server: RegisteredServer) -> bool:
+    """G11..G14 against the pin: a failing allow/ask grant matches nothing (memoized)."""
+    key = (id(grant), id(tool))
+    known = server.dormancy.get(key)
+    if known is not None and known[0] is grant and known[1] is tool:
+        return known[2]
+    dormant = bool(pin_problems(grant, tool))
+    if len(server.dormancy) >= DORMANCY_MAX:
+        server.dormancy.clear()
+    server.dormancy[key] = (grant, tool, dormant)
+    return dormant
 
 
 def _holds(grant: Grant, tool: ToolVerdict, effective: Mapping[str, Any]) -> bool:
@@ -182,7 +198,7 @@ def judge_mcp(tool: str, raw_args: Mapping[str, Any], taint: Taint, grants: Gran
     # D3
     matched: list[Match] = [
         (grant, None, (len(grant.args or {}),)) for grant in candidates
-        if not _dormant(grant, offered)
+        if not _dormant(grant, offered, server)
         and _holds(grant, offered, effective)]
     if not matched:
         return McpVerdict(verdict=Verdict("no_grant", None, None, f"no grant covers {tool}",

@@ -132,7 +132,10 @@ class McpRuntime:
         return None
 
     async def aclose(self) -> None:
-        """Nothing kept between calls: every container is removed with its call."""
+        """Every container is removed with its call; the oci launcher's image mounts go."""
+        close = getattr(self.launcher, "aclose", None)
+        if close is not None:
+            await close()
 
     def restart(self, server: str) -> bool:
         """`bxctl mcp restart`: end a cool-down; True when there was one (`restarted`)."""
