@@ -27,7 +27,7 @@ from .._http import InferenceError
 from .._http.client import LlamaClient
 from .._sockets import _sd
 from .._sockets._framed_server import MAX_FRAME, FramedServer, FramedSocket, Wording
-from .._sockets._streams import send_frame
+from .._sockets._streams import send_frame, send_frame_direct
 from .._sockets._unix import (
     PeerCred,
     SocketSetupError,
@@ -349,7 +349,7 @@ class LoopDaemon:
                         if len(body) > MAX_FRAME:  # bounded by the event's own checks: our bug
                             raise EventTooLarge(
                                 f"an event of {len(body)} bytes does not fit a frame")
-                        await send_frame(stream, body)
+                        await send_frame_direct(stream, body)  # no pass of its own
                 except EventTooLarge as exc:
                     failed.insert(0, exc)  # before any error the turn met after the event
                     nursery.cancel_scope.cancel()

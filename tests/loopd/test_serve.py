@@ -9,6 +9,7 @@ import json
 import os
 import socket
 import struct
+from collections import Counter
 from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
@@ -138,6 +139,40 @@ async def test_a_turn_is_streamed_then_done(tmp_path: Path, nursery: trio.Nurser
     [history] = await loop.ask({"v": 1, "id": 9, "history": {"conversation": "c1"}})
     roles = [m["role"] for m in history["history"]["messages"]]
     assert roles == ["user", "assistant"]
+
+
+class TaskSteps(trio.abc.Instrument):
+    """How many times each task ran (a step: from its resumption to its next yield),
+    by the last part of its name."""
+
+    def __init__(self) -> None:
+        self.steps: Counter[str] = Counter()
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self.steps[task.name.rsplit(".", 1)[-1]] += 1
+
+
+async def test_the_writer_of_a_turn_runs_once_per_event(
+        tmp_path: Path, nursery: trio.Nursery, autojump_clock: trio.testing.MockClock) -> None:
+    """Each event, paced as a model's are, wakes the shell's writer once: it writes
+    the frame and waits for the next event in the same step (`send_frame_direct`
+    takes no pass of the scheduler of its own; `send_frame` would run it twice per
+    event). loopd's CPU per streamed event, docs/benchmarks.md."""
+    words = 20
+    steps: list[dict[str, Any]] = [{"role": "assistant"}]
+    for number in range(words):
+        steps += [{"sleep_s": 1}, {"text": f"w{number} "}]
+    loop = await start_loop(nursery, tmp_path, [
+        {"steps": [*steps, {"finish": "stop"}, {"usage": True}]}])
+    counter = TaskSteps()
+    trio.lowlevel.add_instrument(counter)
+    try:
+        frames = await loop.ask(say(7))
+    finally:
+        trio.lowlevel.remove_instrument(counter)
+    assert len(frames) == words + 1 and frames[-1]["done"]["finish"] == "stop", frames
+    # one step per event, the first (to its first wait) and the last (the channel closed)
+    assert counter.steps["write_events"] == words + 2, counter.steps
 
 
 def slot_actions(fake: FakeLlamaServer) -> list[tuple[str, str]]:

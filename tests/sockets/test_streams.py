@@ -9,7 +9,7 @@ import pytest
 import trio
 import trio.testing
 
-from boxmaker._sockets._streams import receive_frame, send_frame
+from boxmaker._sockets._streams import receive_frame, send_frame, send_frame_direct
 from boxmaker.proto._errors import FrameError
 from boxmaker.proto._framing import MAX_FRAME, FrameDecoder, encode_frame
 
@@ -120,3 +120,58 @@ async def test_send_frame_refuses_an_empty_body() -> None:
     client, _server = trio.testing.memory_stream_pair()
     with pytest.raises(ValueError):
         await send_frame(client, b"")
+
+
+def socket_streams() -> tuple[trio.SocketStream, trio.SocketStream]:
+    left, right = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    return (trio.SocketStream(trio.socket.from_stdlib_socket(left)),
+            trio.SocketStream(trio.socket.from_stdlib_socket(right)))
+
+
+async def test_send_frame_direct_takes_no_pass_of_the_scheduler_when_the_socket_takes_it() -> None:
+    """The frame is written by one write, with no checkpoint: the writer of a turn's
+    events runs once per event (send_frame's checkpoint would run it twice)."""
+    a, b = socket_streams()
+    async with a, b:
+        with trio.fail_after(5):
+            with trio.testing.assert_no_checkpoints():
+                await send_frame_direct(a, b'{"id":1,"event":{}}')
+                await send_frame_direct(a, b'{"id":1,"done":{}}')
+            decoder = FrameDecoder()
+            assert await receive_frame(b, decoder) == b'{"id":1,"event":{}}'
+            assert await receive_frame(b, decoder) == b'{"id":1,"done":{}}'
+            # the check can fail: send_frame yields
+            with pytest.raises(AssertionError), trio.testing.assert_no_checkpoints():
+                await send_frame(a, b"{}")
+
+
+async def test_send_frame_direct_waits_while_the_socket_buffer_is_full() -> None:
+    """A frame larger than the socket's buffer is written whole, as the peer reads."""
+    a, b = socket_streams()
+    big = b'{"blob":"' + b"x" * 4_000_000 + b'"}'
+    async with a, b:
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(send_frame_direct, a, big)
+                assert await receive_frame(b, FrameDecoder()) == big
+
+
+async def test_send_frame_direct_is_cancelled_while_it_waits(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    a, b = socket_streams()
+    async with a, b:
+        with trio.move_on_after(10) as scope:  # the peer never reads: the wait is cut
+            await send_frame_direct(a, b'{"blob":"' + b"x" * 4_000_000 + b'"}')
+        assert scope.cancelled_caught
+
+
+async def test_send_frame_direct_errors_are_send_alls() -> None:
+    a, b = socket_streams()
+    await b.aclose()
+    with trio.fail_after(5):
+        with pytest.raises(trio.BrokenResourceError):  # the peer is gone (EPIPE)
+            await send_frame_direct(a, b"{}")
+        await a.aclose()
+        with pytest.raises(trio.ClosedResourceError):
+            await send_frame_direct(a, b"{}")
