@@ -12,8 +12,9 @@ side of the tool sources.
 - `mcp_pin`: the probe's digest and `invalidates` must be the request's (the
   owner confirmed what they were shown) and the declaration unchanged since;
   under `[approvals] require_passkey` (or with an assertion) the assertion is
-  over `pin_challenge`; then the pin file is written durably, `mcp_pin pinned`
-  appended, and only then is the pin used.
+  over `pin_challenge` (kept with its challenge sidecar, `_pin_assertion`);
+  then the pin file is written durably, `mcp_pin pinned` appended, and only
+  then is the pin used.
 - `mcp_unpin`: `mcp_pin unpinned` appended, then the server offers nothing.
 - `mcp_restart`: ends a cool-down (`mcp_server restarted`, recorded only when
   there was one).
@@ -27,6 +28,7 @@ import attrs
 import trio
 
 from .._errors import ConfigurationError, PeerError, UnavailableError
+from .._pin_assertion import pin_sidecar_bytes
 from .._sockets._unix import PeerCred
 from ..policy._mcp_invalidates import invalidated
 from ..proto._convert import U64, JsonObject
@@ -279,12 +281,17 @@ async def _pin_passkey(body: McpPinRequest, peer: PeerCred,
                        daemon: Daemon) -> PasskeyUse | None:
     if body.assertion is None and not daemon.config.require_passkey:
         return None
+    invalidates = [{"grant": g.grant, "rule": g.rule} for g in body.invalidates]
     challenge = pin_challenge(server=body.server, probe_id=body.probe_id, digest=body.digest,
-                              invalidates=[{"grant": g.grant, "rule": g.rule}
-                                           for g in body.invalidates])
+                              invalidates=invalidates)
     found = await verified_assertion(daemon, body.assertion, challenge, peer,
                                      f"pinning {body.server}")
-    await keep_use(daemon, found, what="nothing was pinned")
+    # What the challenge covers that the record does not, for `bxctl audit verify`.
+    sidecar = pin_sidecar_bytes(server=body.server, digest=body.digest,
+                                probe_id=body.probe_id, invalidates=invalidates,
+                                rp_id=daemon.passkeys.rp_id or "",
+                                origins=daemon.passkeys.origins)
+    await keep_use(daemon, found, what="nothing was pinned", sidecar=sidecar)
     return found.use
 
 

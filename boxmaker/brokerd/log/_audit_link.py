@@ -16,6 +16,7 @@ import attrs
 
 from ..._audit_files import verify_directory
 from ..._brokerd_config import BrokerdConfig
+from ..._pin_choice import feed_pins
 from ...proto._convert import U64
 from ...proto._taint import Taint
 from ...proto.audit import (
@@ -84,14 +85,11 @@ class TaintCollector:
             # The records before an accepted break are not trusted for
             # credentials: a planted `passkey` record sits in the damage.
             self.passkey_records.clear()
-            self.pins.accepted_break()
-        elif isinstance(event, McpPinRecord):
-            if event.action == "pinned" and event.digest is not None:
-                self.pins.pinned(event.server, event.digest, record.seq)
-            else:
-                self.pins.unpinned(event.server, record.seq)
-        elif isinstance(event, McpServerRecord) and event.event == "drifted":
-            self.pins.drifted(event.server, record.seq)
+            feed_pins(self.pins, record)
+        elif isinstance(event, (McpPinRecord, McpServerRecord)):
+            if isinstance(event, McpPinRecord) and event.passkey is not None:
+                self.passkey_records.append(record)  # the credential's sign count
+            feed_pins(self.pins, record)
         if isinstance(event, DecisionRecord) and isinstance(event.outcome, OutcomeAsk):
             asks = self.open_asks
             if len(asks) >= MAX_OPEN_ASKS:
