@@ -46,8 +46,8 @@ class AuditStartup:
     head_seq: int | None
     report: StartupReport | None = None
     passkey_records: list[Record] = attrs.field(factory=list)
-    """`passkey` records and approvals with a passkey: the credentials and sign counts
-    (only those after the last accepted break)."""
+    """`passkey` records, and approvals and pins with a passkey: the credentials and
+    sign counts (only those after the last accepted break)."""
     passkeys_dropped: bool = False
     """This start accepted a break and left out the credentials before it: enrol again."""
     abandoned: list[ApprovalRecord] = attrs.field(factory=list)
