@@ -25,6 +25,7 @@ from selenium.webdriver.common.by import By
 from boxmaker.proto.mcp import pin_challenge
 from boxmaker.proto.wire import b64url
 from tests.approvals.browser import Stack, browser_missing
+from tests.approvals.test_page_browser import screenshot
 from tests.fakes.brokerd import BXCTL, admin, env_for
 from tests.fakes.podman import mcp_image
 from tests.integration.test_mcp_pin import mcp_home, pin_body, probe
@@ -103,6 +104,7 @@ def test_a_pin_signed_on_the_page_and_the_assertions_it_refuses(stack: Stack) ->
         assert f"+ tool {tool['name']}  (added)" in shown
     assert f"digest  {first['digest']}" in shown
     assert first["digest"] in stack.text("#digest")
+    screenshot(stack, "pin-phone.png")
 
     # The same passkey, in the same page, over another digest or invalidates: refused.
     for digest, lost in (("00" * 32, []), (first["digest"], [{"grant": "time-all",
