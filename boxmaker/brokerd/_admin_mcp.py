@@ -151,7 +151,9 @@ async def handle_mcp(body: object, peer: PeerCred, daemon: Daemon) -> AdminAnswe
     if isinstance(body, McpStatusRequest):
         return _status(await _refreshed(daemon), _mcp_runtime(daemon))
     if isinstance(body, McpProbeRequest):
-        return await _probe(body, peer, daemon)
+        answer = await _probe(body, peer, daemon)
+        daemon.mcp_probes.show(answer)  # what a pin page (`_admin_mcp_link`) shows again
+        return answer
     if isinstance(body, McpPinRequest):
         return await _pin(body, peer, daemon)
     if isinstance(body, McpUnpinRequest):
@@ -190,7 +192,7 @@ def _status(sources: ToolSources, runtime: McpRuntime | None) -> McpStatusAnswer
     return McpStatusAnswer(servers=servers)
 
 
-async def _probe(body: McpProbeRequest, peer: PeerCred, daemon: Daemon) -> AdminAnswer:
+async def _probe(body: McpProbeRequest, peer: PeerCred, daemon: Daemon) -> McpProbeAnswer:
     sources = await _refreshed(daemon)
     if not sources.state.report.ok:
         raise SourcesInvalid("the source set has problems; nothing can be pinned until "

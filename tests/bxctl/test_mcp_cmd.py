@@ -43,6 +43,11 @@ def probe_answer(*, pinned: str | None = None, status: str = "added",
         "invalidates": invalidates or []}}
 
 
+def passkeys(require: bool = False) -> dict[str, Any]:
+    return {"id": 1, "passkeys": {"items": [], "require_passkey": require, "rp_id": None,
+                                  "origins": []}}
+
+
 class Scripted:
     """admin.sock answering each connection with the next scripted frame."""
 
@@ -84,7 +89,7 @@ def scripted(tmp_path: Path) -> Iterator[Any]:
 
 
 def test_pin_shows_the_probe_escaped_and_asks(scripted: Any) -> None:
-    server, base = scripted([probe_answer(), {"id": 1, "ok": {}}])
+    server, base = scripted([probe_answer(), passkeys(), {"id": 1, "ok": {}}])
     out = CliRunner().invoke(cli, [*base, "mcp", "pin", "time"], input="y\n")
     assert out.exit_code == 0, out.output
     text = out.output
@@ -94,7 +99,7 @@ def test_pin_shows_the_probe_escaped_and_asks(scripted: Any) -> None:
     assert "the server says: read-only, not destructive" in text
     assert "suggested kind path for" in text
     assert f"pin time as {DIGEST[:12]}?" in text and f"pinned time {DIGEST}" in text
-    pin = server.requests[1]["mcp_pin"]
+    pin = server.requests[2]["mcp_pin"]
     assert pin == {"server": "time", "probe_id": 77, "digest": DIGEST, "invalidates": []}
 
 
@@ -114,19 +119,49 @@ def test_invalidates_is_a_second_question(scripted: Any) -> None:
 
 
 def test_yes_skips_the_question_only_when_nothing_changed(scripted: Any) -> None:
-    server, base = scripted([probe_answer(pinned=DIGEST, status="same"), {"id": 1, "ok": {}}])
+    server, base = scripted([probe_answer(pinned=DIGEST, status="same"), passkeys(),
+                             {"id": 1, "ok": {}}])
     out = CliRunner().invoke(cli, [*base, "mcp", "pin", "time", "--yes"])
     assert out.exit_code == 0, out.output
-    assert "?" not in out.output and "mcp_pin" in server.requests[1]
+    assert "?" not in out.output and "mcp_pin" in server.requests[2]
 
 
 def test_a_passkey_refusal_exits_1(scripted: Any) -> None:
     refusal = {"id": 1, "error": {"code": "passkey_required", "message": "needs a passkey",
                                   "runbook": "docs/runbook.md#passkey-required"}}
-    _, base = scripted([probe_answer(), refusal])
+    _, base = scripted([probe_answer(), passkeys(), refusal])
     out = CliRunner().invoke(cli, [*base, "mcp", "pin", "time"], input="y\n")
     assert out.exit_code == 1
     assert "needs a passkey. See docs/runbook.md#passkey-required" in out.output
+
+
+TOKEN = "3f" * 32
+
+
+def test_under_require_passkey_yes_prints_the_signing_link(scripted: Any) -> None:
+    link = {"id": 1, "enrolment": {"token": TOKEN, "url": f"https://box.example:8443/pin#{TOKEN}",
+                                   "expires_at": "2026-11-29T07:10:00.000000Z"}}
+    server, base = scripted([probe_answer(invalidates=[{"grant": "time-small", "rule": "G11"}]),
+                             passkeys(require=True), link])
+    out = CliRunner().invoke(cli, [*base, "mcp", "pin", "time"], input="y\ny\n")
+    assert out.exit_code == 0, out.output
+    asked = server.requests[2]["mcp_pin_link"]
+    assert asked == {"server": "time", "probe_id": 77, "digest": DIGEST,
+                     "invalidates": [{"grant": "time-small", "rule": "G11"}]}
+    assert f"sign the pin of time as {DIGEST[:12]}" in out.output
+    assert f"  https://box.example:8443/pin#{TOKEN}" in out.output
+    assert "\u2588" in out.output or "\u2580" in out.output or "\u2584" in out.output  # the QR
+    assert "pinned time" not in out.output and "is pinned when your passkey signs" in out.output
+    assert not any("mcp_pin" in r for r in server.requests)
+    # --no-qr: the link alone; a link brokerd refuses exits 1 with its words
+    refusal = {"id": 1, "error": {"code": "passkey_required", "runbook": None,
+                                  "message": "no passkey is enrolled, so nothing can sign"}}
+    _, base = scripted([probe_answer(), passkeys(require=True), link])
+    out = CliRunner().invoke(cli, [*base, "mcp", "pin", "time", "--no-qr"], input="y\n")
+    assert out.exit_code == 0 and "\u2588" not in out.output and "\u2580" not in out.output
+    _, base = scripted([probe_answer(), passkeys(require=True), refusal])
+    out = CliRunner().invoke(cli, [*base, "mcp", "pin", "time"], input="y\n")
+    assert out.exit_code == 1 and "no passkey is enrolled" in out.output
 
 
 def test_a_server_outside_the_grammar_is_a_usage_error(tmp_path: Path) -> None:

@@ -4,8 +4,11 @@ and the end of a cool-down.
 
 `mcp_pin`'s `digest` and `invalidates` must equal the probe's (the owner
 confirmed what they were shown); its `assertion` is over `proto.mcp`'s
-`pin_challenge`.  The probe's `tools[].raw` is the Tool object as the server
-sent it (free-form JSON: escaped wherever it is shown).  Pure: no I/O.
+`pin_challenge`.  `mcp_pin_link` asks for a one-time link to the approval page's
+pin page (answered with passkey's `enrolment` shape); the page's `mcp_pin_options`
+gets the probe as bxctl was shown it and the challenge to sign.  The probe's
+`tools[].raw` is the Tool object as the server sent it (free-form JSON: escaped
+wherever it is shown).  Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -16,8 +19,8 @@ from typing import Any, Final, Literal
 import attrs
 
 from .._convert import U64, InvalidValue, JsonObject, omit_when_none
-from ._wire import check_hex64, check_name
-from ._wire_passkey import Assertion
+from ._wire import check_hex64, check_name, check_ts
+from ._wire_passkey import Assertion, check_b64url, check_token
 
 _SERVER_ID: Final = re.compile(r"[a-z][a-z0-9-]{0,30}")
 
@@ -85,10 +88,30 @@ class McpRestartRequest:
     server: str = attrs.field(validator=check_server)
 
 
+@attrs.frozen(kw_only=True)
+class McpPinLinkRequest:
+    """``{"mcp_pin_link": {"server", "probe_id", "digest", "invalidates"}}``: a one-time link
+    to the approval page, where the owner's passkey signs this probe's pin (the fields
+    are `mcp_pin`'s: what the owner confirmed).  Answered with an `enrolment`."""
+
+    server: str = attrs.field(validator=check_server)
+    probe_id: U64
+    digest: str = attrs.field(validator=check_hex64)
+    invalidates: list[Invalidated]
+
+
+@attrs.frozen(kw_only=True)
+class McpPinOptionsRequest:
+    """``{"mcp_pin_options": {"token"}}``: what the pin page shows and signs for a link."""
+
+    token: str = attrs.field(validator=check_token)
+
+
 omit_when_none(McpPinRequest, "assertion")
 
 McpRequestBody = (SourcesCheckRequest | McpStatusRequest | McpProbeRequest | McpPinRequest
-                  | McpUnpinRequest | McpRestartRequest)
+                  | McpUnpinRequest | McpRestartRequest | McpPinLinkRequest
+                  | McpPinOptionsRequest)
 
 # --- answers --------------------------------------------------------------------------
 
@@ -181,7 +204,21 @@ class McpProbeAnswer:
     invalidates: list[Invalidated]
 
 
-McpAnswer = SourcesReportView | McpStatusAnswer | McpProbeAnswer
+@attrs.frozen(kw_only=True)
+class McpPinOptions:
+    """``{"mcp_pin_options": {...}}``: the probe of a pin link, whole, as `mcp_probe`
+    answered it, and what the browser signs: `pin_challenge` of its `mcp_pin`."""
+
+    probe: McpProbeAnswer
+    challenge: str = attrs.field(validator=check_b64url)
+    rp_id: str
+    allow_credentials: list[str]
+    """base64url ids of the enrolled credentials."""
+    expires_at: str = attrs.field(validator=check_ts)
+    """When the probe (and so the link) is no longer held."""
+
+
+McpAnswer = SourcesReportView | McpStatusAnswer | McpProbeAnswer | McpPinOptions
 
 MCP_REQUEST_TAGS: Final[dict[str, Any]] = {
     "sources_check": SourcesCheckRequest,
@@ -190,9 +227,12 @@ MCP_REQUEST_TAGS: Final[dict[str, Any]] = {
     "mcp_pin": McpPinRequest,
     "mcp_unpin": McpUnpinRequest,
     "mcp_restart": McpRestartRequest,
+    "mcp_pin_link": McpPinLinkRequest,
+    "mcp_pin_options": McpPinOptionsRequest,
 }
 MCP_ANSWER_TAGS: Final[dict[str, Any]] = {
     "sources_report": SourcesReportView,
     "mcp_status": McpStatusAnswer,
     "mcp_probe": McpProbeAnswer,
+    "mcp_pin_options": McpPinOptions,
 }
