@@ -130,6 +130,7 @@ if TYPE_CHECKING:
         McpStatusAnswer,
         McpStatusRequest,
         McpUnpinRequest,
+        OfferedToolView,
         ProbedTool,
         ServerInfoView,
         ServerStateWord,
@@ -197,9 +198,9 @@ _ROOMS: Final[dict[str, tuple[str, ...]]] = {
     "._wire_mcp": (
         "MCP_REQUEST_TAGS", "DisabledTool", "FieldDiff", "Invalidated", "McpPinRequest",
         "McpProbeAnswer", "McpProbeRequest", "McpRestartRequest", "McpServerView",
-        "McpStatusAnswer", "McpStatusRequest", "McpUnpinRequest", "ProbedTool",
-        "ServerInfoView", "ServerStateWord", "SourceProblemView", "SourcesCheckRequest",
-        "SourcesReportView",
+        "McpStatusAnswer", "McpStatusRequest", "McpUnpinRequest", "OfferedToolView",
+        "ProbedTool", "ServerInfoView", "ServerStateWord", "SourceProblemView",
+        "SourcesCheckRequest", "SourcesReportView",
     ),
     "._wire_passkey": (
         "B64URL_MAX", "PASSKEY_REQUEST_TAGS", "Assertion", "EnrolAction", "Enrolment",
@@ -280,6 +281,7 @@ __all__ = [
     "McpUnpinRequest",
     "MessageToolCall",
     "NoticeEvent",
+    "OfferedToolView",
     "Ok",
     "PasskeyAddRequest",
     "PasskeyEnrolRequest",
