@@ -7,11 +7,13 @@ question.  `--yes` skips the question only when nothing changed from the
 current pin and nothing is invalidated.  Everything the server sent (names,
 descriptions, schemas, annotations, its self-reported name) is escaped and
 shown behind a gutter, as approvals are; annotations are claims, shown as
-"the server says".  Under `[approvals] require_passkey` the yes prints a one-time
-link to the approval page's pin page instead (`mcp_pin_link`), where the passkey
-signs the pin.  Exit codes: 0 done (pinned, or the signing link printed); 1
-declined, the probe failed, nothing to pin, or brokerd refused; 2 usage; 3
-brokerd unreachable.
+"the server says".  `show` lists each offered tool as the model sees it
+(`mcp_status` naming the server: model name, description, parameters, with
+the kinds and egress brokerd derives), escaped and never cut.  Under
+`[approvals] require_passkey` the yes prints a one-time link to the approval
+page's pin page instead (`mcp_pin_link`), where the passkey signs the pin.
+Exit codes: 0 done (pinned, or the signing link printed); 1 declined, the probe
+failed, nothing to pin, or brokerd refused; 2 usage; 3 brokerd unreachable.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from ..proto.wire import (
     McpStatusAnswer,
     McpStatusRequest,
     McpUnpinRequest,
+    OfferedToolView,
     Ok,
     PasskeyList,
     PasskeysRequest,
@@ -89,7 +92,10 @@ def _status(app: App) -> McpStatusAnswer:
 
 
 def _one(app: App, server: str) -> McpServerView:
-    for view in _status(app).servers:
+    """`mcp_status` of one server: its view with each offered tool as the model sees it."""
+    answer: McpStatusAnswer = _expect(_ask(app, McpStatusRequest(server=server)),
+                                      McpStatusAnswer)
+    for view in answer.servers:
         if view.id == server:
             return view
     _fail(f"brokerd: no valid source declares the server {server} (bxctl mcp list)")
@@ -151,6 +157,32 @@ def show_lines(view: McpServerView, width: int) -> list[str]:
     for tool in view.disabled:
         lines += _field(f"disabled ({escape_line(tool.rule)}) ",
                         f"{escape_line(tool.tool)}: {escape_line(tool.message)}", width)
+    if view.tools is None:
+        return lines
+    if view.offered and not view.tools:
+        lines.append("the model sees none of its tools: they would not fit one frame of "
+                     "its tool list")
+    for offered in view.tools:
+        lines.append("")
+        lines += offered_lines(offered, width)
+    return lines
+
+
+def offered_lines(tool: OfferedToolView, width: int) -> list[str]:
+    """One offered tool as the model sees it, whole: its model name, the pinned (or the
+    owner's) description and parameters escaped behind the gutter, and the kinds and
+    egress brokerd derives."""
+    lines = [f"tool {escape_line(tool.model_name)}  (on the wire {escape_line(tool.name)})"]
+    lines += _field(f"{_HEAD}description: ", escape_line(tool.description), width)
+    if tool.opaque is not None:
+        lines += _field(f"{_HEAD}opaque (ask or deny only): ", escape_line(tool.opaque), width)
+    if tool.kinds:
+        for name, kind in tool.kinds.items():
+            lines += _field(f"{_HEAD}kind {escape_line(kind)} for ", escape_line(name), width)
+    else:
+        lines.append(f"{_HEAD}kinds: none (no argument is a path, url or host)")
+    lines.append(f"{_HEAD}egress: {escape_line(tool.egress)}")
+    lines += _field(f"{_HEAD}parameters: ", escape_line(dumps(tool.parameters)), width)
     return lines
 
 
@@ -175,7 +207,8 @@ def mcp_list(app: App, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the server's mcp_status entry.")
 @pass_app
 def mcp_show(app: App, server: str, as_json: bool) -> None:
-    """One server: its pin, offered and disabled tools and why."""
+    """One server: its pin, each offered tool as the model sees it (with its kinds and
+    egress), and the disabled ones and why."""
     view = _one(app, _server_arg(server))
     if as_json:
         click.echo(dumps_terminal(unstructure(view)))

@@ -204,3 +204,92 @@ def test_list_show_unpin_restart_against_brokerd() -> None:
     assert missing.exit_code == 1 and "no valid source declares" in missing.output
     assert restart.exit_code == 0 and unpin.output == "unpinned time\n"
     assert json.loads(after.output)["state"] == "unpinned"
+
+
+SHOW_SOURCE = f'''[[mcp_server]]
+id = "files"
+image = "{"sha256:" + "5b1c" * 16}"
+command = ["/usr/local/bin/mcp-files"]
+label = "private"
+untrusted = true
+hosts = ["api.example.org"]
+
+[mcp_server.tool.read]
+args = {{ path = "path" }}
+egress = "none"
+description = "Read one file.\\nOnly under the granted tree."
+'''
+LONG = "Fetch a page " + " ".join(f"w{i:03d}" for i in range(120)) + " END."
+SHOW_TOOLS = [
+    {"name": "read", "description": "Read anything (the server's words).",
+     "inputSchema": {"type": "object", "required": ["path"], "properties": {
+         "path": {"type": "string"}, "n": {"type": "integer", "default": 1}}}},
+    {"name": "fetch", "description": LONG,
+     "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}}},
+    {"name": "blob", "description": "Anything.",
+     "inputSchema": {"type": "object", "patternProperties": {".*": {}}}},
+    {"name": "evil", "description": "Echo\u202e back.",
+     "inputSchema": {"type": "object", "properties": {}}},
+]
+
+
+def _unwrapped(lines: list[str], head: str) -> str:
+    """The whole field that starts with `head`, its gutter rows joined."""
+    start = next(i for i, line in enumerate(lines) if line.startswith(head))
+    text = lines[start][len(head):]
+    for line in lines[start + 1:]:
+        if not line.startswith("    \u2502 "):
+            break
+        text += line[len("    \u2502 "):]
+    return text
+
+
+def test_show_lists_each_tool_as_the_model_sees_it_against_brokerd() -> None:
+    """`bxctl mcp show` (issue 26): the model name, the description the model gets (the
+    owner's over the pinned one), escaped and never cut however long, the parameters,
+    the kinds and the egress brokerd derives, an opaque tool's reason; a disabled tool
+    is not offered but listed with its rule; `--json` holds the same `tools`."""
+    home = Home(grants={"none.toml": ""})
+    (home.home / "sources").mkdir()
+    (home.home / "sources" / "files.toml").write_text(SHOW_SOURCE)
+    pin = pin_for(SHOW_SOURCE, "files", SHOW_TOOLS)
+    try:
+        pin_in_log(home, pin)
+        proc = start(home)
+        try:
+            shown = CliRunner(env={"COLUMNS": "60"}).invoke(
+                cli, ["--admin-socket", str(home.admin), "mcp", "show", "files"])
+            as_json = bx(home, "show", "files", "--json")
+            listed = bx(home, "list", "--json")
+        finally:
+            assert proc.stop() == 0, proc.log()
+    finally:
+        home.cleanup()
+    assert shown.exit_code == 0, shown.output
+    lines = shown.output.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("tool "))
+    assert all(len(line) <= 60 for line in lines[first:]), shown.output  # wrapped, not cut
+    assert "offered  3 tools" in lines
+    assert any(line.startswith("disabled (S17) ") for line in lines)
+    assert [line for line in lines if line.startswith("tool ")] == [
+        "tool mcp__files__blob  (on the wire mcp.files.blob)",
+        "tool mcp__files__fetch  (on the wire mcp.files.fetch)",
+        "tool mcp__files__read  (on the wire mcp.files.read)"]
+    read = lines[lines.index("tool mcp__files__read  (on the wire mcp.files.read)"):]
+    assert _unwrapped(read, "    description: ") == (
+        "Read one file.\\nOnly under the granted tree.")  # the owner's, the newline escaped
+    assert "    kind path for path" in read and "    egress: none" in read
+    assert json.loads(_unwrapped(read, "    parameters: ")) == SHOW_TOOLS[0]["inputSchema"]
+    fetch = lines[lines.index("tool mcp__files__fetch  (on the wire mcp.files.fetch)"):]
+    assert _unwrapped(fetch, "    description: ") == LONG  # whole, across its rows
+    assert "    egress: server" in fetch
+    assert "    kinds: none (no argument is a path, url or host)" in fetch
+    blob = lines[lines.index("tool mcp__files__blob  (on the wire mcp.files.blob)"):]
+    assert _unwrapped(blob, "    opaque (ask or deny only): ")
+    view = json.loads(as_json.output)
+    assert [(t["model_name"], t["kinds"], t["egress"], t["opaque"] is not None)
+            for t in view["tools"]] == [
+        ("mcp__files__blob", {}, "server", True), ("mcp__files__fetch", {}, "server", False),
+        ("mcp__files__read", {"path": "path"}, "none", False)]
+    assert view["tools"][2]["description"] == "Read one file.\nOnly under the granted tree."
+    assert "tools" not in json.loads(listed.output)["servers"][0]  # list: as before

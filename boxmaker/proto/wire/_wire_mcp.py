@@ -46,7 +46,18 @@ class SourcesCheckRequest:
 
 @attrs.frozen(kw_only=True)
 class McpStatusRequest:
-    """``{"mcp_status": {}}``: every declared server's state."""
+    """``{"mcp_status": {}}``: every declared server's state; with the optional
+    `server` (issue 26, `bxctl mcp show`) only that server's, with its `tools`."""
+
+    server: str | None = attrs.field(default=None)
+
+    @server.validator
+    def _server(self, attribute: attrs.Attribute[Any], value: str | None) -> None:
+        if value is not None:
+            check_server(self, attribute, value)
+
+
+omit_when_none(McpStatusRequest, "server")
 
 
 @attrs.frozen(kw_only=True)
@@ -148,6 +159,22 @@ ServerStateWord = Literal["pinned", "unpinned", "cooling_down"]
 
 
 @attrs.frozen(kw_only=True)
+class OfferedToolView:
+    """One offered tool as the model sees it (broker.sock's `tools` item) and the
+    argument grammar brokerd derives: `kinds` by dotted argument name, `egress`
+    the declaration's word (``none``, ``server`` or ``arg:NAME``)."""
+
+    name: str
+    model_name: str
+    description: str
+    parameters: Any
+    opaque: str | None
+    """Why it is opaque (asked for or denied only), else null."""
+    kinds: dict[str, str]
+    egress: str
+
+
+@attrs.frozen(kw_only=True)
 class McpServerView:
     id: str = attrs.field(validator=check_server)
     state: ServerStateWord
@@ -157,6 +184,12 @@ class McpServerView:
     offered: U64
     disabled: list[DisabledTool]
     failures: U64
+    tools: list[OfferedToolView] | None = None
+    """Only when the request named the server: its offered tools, as the model sees them
+    (empty when the model's list leaves the server out: too large for one frame)."""
+
+
+omit_when_none(McpServerView, "tools")
 
 
 @attrs.frozen(kw_only=True)
