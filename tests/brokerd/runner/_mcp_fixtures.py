@@ -1,7 +1,8 @@
-"""The MCP server declarations of the runner's tests and the integration tests that
-run the fixture server or the reference servers: one builder of `[[mcp_server]]`
-text, its parse into a `ServerDecl`, the fixture server's command, and a pin of the
-fixture server's tools as if the owner had pinned them (no probe)."""
+"""The MCP server declarations of the tests (the runner's, the integration tests that
+run the fixture server or the reference servers, the grants tests' git server in
+tests/policy/_mcp_git): one builder of `[[mcp_server]]` text, its parse into a
+`ServerDecl`, the fixture server's command, and a pin of the fixture server's tools
+as if the owner had pinned them (no probe)."""
 
 from __future__ import annotations
 
@@ -34,14 +35,14 @@ def fake_command(*behaviours: str, inline: bool = False) -> list[str]:
 
 
 def server_toml(image: str, command: Sequence[str], *, server: str = "fake",
-                protocol: str = "2026-07-28", label: str = "private",
+                protocol: str | None = "2026-07-28", label: str = "private",
                 untrusted: bool | None = None, env: Mapping[str, str] | None = None,
                 start_timeout_ms: int | None = 120000, extra: str = "",
                 tools: Mapping[str, Mapping[str, str]] | None = None,
                 egress: Mapping[str, str] | None = None) -> str:
     """One `[[mcp_server]]` table: `tools` maps a tool to its argument kinds
     (`{"look": {"path": "path"}}`), `egress` a tool to its egress word; `extra` is
-    more lines of the server's table, as written; `untrusted`, `env` and
+    more lines of the server's table, as written; `untrusted`, `env`, `protocol` and
     `start_timeout_ms` are left out when None (the defaults of 12)."""
     lines = ["[[mcp_server]]", f'id = "{server}"', f'image = "{image}"',
              f"command = {json.dumps(list(command))}"]
@@ -51,7 +52,8 @@ def server_toml(image: str, command: Sequence[str], *, server: str = "fake",
     lines += [f'label = "{label}"']
     if untrusted is not None:
         lines.append(f"untrusted = {json.dumps(untrusted)}")
-    lines.append(f'protocol = "{protocol}"')
+    if protocol is not None:
+        lines.append(f'protocol = "{protocol}"')
     if start_timeout_ms is not None:
         lines.append(f"start_timeout_ms = {start_timeout_ms}")
     text = "\n".join(lines) + "\n" + extra
