@@ -25,11 +25,12 @@ from .._brokerd_config import BrokerdConfig, load_config
 from .._error_table import DENIAL_RUNBOOKS
 from .._errors import ConfigError
 from .._source_files import offline_pin, offline_view, read_sources
+from ..policy._explain import check_report_lines
 from ..policy._mcp_verdict import McpRegistry
 from ..proto._convert import unstructure
 from ..proto._escape import escape_line
 from ..proto._json import dumps_terminal
-from ..proto.mcp import PinCheck, SourcesReport, grant_stubs, tool_verdicts
+from ..proto.mcp import PinCheck, grant_stubs, tool_verdicts
 from ._app import text_arg
 from ._mcp_group import mcp
 from ._screen import terminal_width, wrap_line
@@ -65,29 +66,6 @@ def offline_pins(config: BrokerdConfig, *, sources: Path | None = None,
     return checks, registry
 
 
-def sources_report_lines(report: SourcesReport, directory: str) -> list[str]:
-    """`bxctl mcp check`: one escaped line per problem, then a summary line."""
-    lines: list[str] = []
-    for problem in report.problems:
-        where = problem.file
-        if problem.index is not None:
-            where += f" server {problem.index}"
-            if problem.server is not None:
-                where += f" ({problem.server})"
-        lines.append(escape_line(f"{problem.rule} {where}: {problem.message}"))
-    place = escape_line(directory)
-    if report.ok:
-        noun = "server" if report.count == 1 else "servers"
-        lines.append(f"ok: {report.count} MCP {noun} in {place}, digest {report.digest}")
-    else:
-        files = len({p.file for p in report.problems})
-        noun = "problem" if len(report.problems) == 1 else "problems"
-        lines.append(f"not ok: {len(report.problems)} {noun} in {files} "
-                     f"file{'s' if files != 1 else ''} of {place}; every mcp.* call is denied "
-                     f"while the set is invalid. See {DENIAL_RUNBOOKS['sources_invalid']}")
-    return lines
-
-
 @mcp.command("check")
 @click.argument("directory", required=False, type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the sources report as JSON.")
@@ -106,7 +84,9 @@ def check(directory: Path | None, as_json: bool, brokerd_config: Path | None) ->
         click.echo(dumps_terminal(unstructure(report)))
     else:
         width = terminal_width()
-        for line in sources_report_lines(report, os.fsdecode(where)):
+        for line in check_report_lines(report, os.fsdecode(where), noun="server",
+                                       runbook=DENIAL_RUNBOOKS["sources_invalid"],
+                                       counted="MCP server", denied="every mcp.* call"):
             click.echo(wrap_line(line, width))
     _exit(0 if report.ok else 1)
 
