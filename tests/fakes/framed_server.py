@@ -44,12 +44,9 @@ Answer = Callable[[dict[str, Any]], Iterable[Body]]
 
 
 def receive_exactly(conn: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        more = conn.recv(size - len(data))
-        if not more:
-            raise ConnectionError("closed")
-        data += more
+    data = conn.recv(size, socket.MSG_WAITALL)
+    if len(data) < size:
+        raise ConnectionError("closed inside a frame")
     return data
 
 
@@ -109,5 +106,11 @@ class FramedServer:
 
 
 def _scripted(bodies: Sequence[Body]) -> Answer:
+    """The n-th connection's answer: the n-th body; after the last, none."""
     left = iter(bodies)
-    return lambda request: [body for body in [next(left, None)] if body is not None]
+
+    def answer(request: dict[str, Any]) -> list[Body]:
+        body = next(left, None)
+        return [] if body is None else [body]
+
+    return answer
