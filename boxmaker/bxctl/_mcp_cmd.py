@@ -27,7 +27,7 @@ import click
 from .._probe_rows import HEAD, Row, probe_rows, tool_rows
 from ..proto._convert import unstructure
 from ..proto._escape import escape_line
-from ..proto._json import dumps_terminal
+from ..proto._json import dumps, dumps_terminal
 from ..proto.wire import (
     AdminAnswer,
     AdminRequestBody,
@@ -173,16 +173,16 @@ def offered_lines(tool: OfferedToolView, width: int) -> list[str]:
     owner's) description and parameters escaped behind the gutter, and the kinds and
     egress brokerd derives."""
     lines = [f"tool {escape_line(tool.model_name)}  (on the wire {escape_line(tool.name)})"]
-    lines += _field(f"{_HEAD}description: ", escape_line(tool.description), width)
+    lines += _field(f"{HEAD}description: ", escape_line(tool.description), width)
     if tool.opaque is not None:
-        lines += _field(f"{_HEAD}opaque (ask or deny only): ", escape_line(tool.opaque), width)
+        lines += _field(f"{HEAD}opaque (ask or deny only): ", escape_line(tool.opaque), width)
     if tool.kinds:
         for name, kind in tool.kinds.items():
-            lines += _field(f"{_HEAD}kind {escape_line(kind)} for ", escape_line(name), width)
+            lines += _field(f"{HEAD}kind {escape_line(kind)} for ", escape_line(name), width)
     else:
-        lines.append(f"{_HEAD}kinds: none (no argument is a path, url or host)")
-    lines.append(f"{_HEAD}egress: {escape_line(tool.egress)}")
-    lines += _field(f"{_HEAD}parameters: ", escape_line(dumps(tool.parameters)), width)
+        lines.append(f"{HEAD}kinds: none (no argument is a path, url or host)")
+    lines.append(f"{HEAD}egress: {escape_line(tool.egress)}")
+    lines += _field(f"{HEAD}parameters: ", escape_line(dumps(tool.parameters)), width)
     return lines
 
 
