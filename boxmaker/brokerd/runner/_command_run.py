@@ -8,6 +8,9 @@ looked up; brokerd checks each mount root's identity below
 of the three steps at the same point of the container's life, in one podman
 process instead of four (create, init, start, rm).  Its outcomes are those
 below; a program podman cannot find is podman's exit 127 with its message.
+Given `Removals` with room, the run has no ``--rm``: the answer goes out once
+the program's exit status and output are in, and its exited container is
+removed behind it (`_removals.py`).
 
 On a rootless podman (its runc runs in podman's user namespace), the three steps:
 
@@ -48,6 +51,7 @@ from ._hook_gate import Gate, bundle_rootfs
 from ._mounts import UnsafeTarget
 from ._podman_argv import UNAVAILABLE, PodmanSettings
 from ._podman_check import PodmanCommandError
+from ._removals import Removals
 from ._spec import RunOutcome
 from ._three_steps import (
     Captured,
@@ -134,9 +138,15 @@ async def run_command_hooked(
     argv: Sequence[str],
     stdin: bytes | None,
     scratch: Path,
+    removals: Removals | None = None,
 ) -> RunOutcome:
     """One call on a rootful podman (see above).  `scratch`: a fresh directory private
-    to brokerd for the FIFOs and the hooks directory (the caller removes it)."""
+    to brokerd for the FIFOs and the hooks directory (the caller removes it).
+
+    `removals`: when it has room, the run has no ``--rm`` and a program that ran to
+    its end leaves its exited container to be removed after the answer; anything
+    else (a cancel, a refusal, a timeout, a failure) is removed before returning."""
+    deferred = removals is not None and removals.room
     identities = [MountIdentity(destination=d, dev=dev, ino=ino) for d, (dev, ino) in plan.roots]
     hooks = scratch / "hooks.d"
     try:
@@ -152,7 +162,7 @@ async def run_command_hooked(
             name, str(gate.state_fifo), str(gate.verdict_fifo))), encoding="utf-8")
         run = build_command_run_argv(podman, commands, hooks_dir=str(hooks), name=name, uid=uid,
                                      gid=gid, rootless=False, cwd=cwd, mounts=plan.mounts,
-                                     argv=argv)
+                                     argv=argv, remove=not deferred)
         process = await trio.lowlevel.open_process(
             run, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env=child_environment())
@@ -170,9 +180,13 @@ async def run_command_hooked(
                           message=f"podman could not be started ({exc.strerror or exc}). "
                           f"{UNAVAILABLE}")
     finally:
-        await gate.aclose()
+        # Shielded: under a cancel, an unshielded close would raise before the removal.
+        with trio.CancelScope(shield=True):
+            await gate.aclose()
         if done is None or not gate.checked or done.timed_out:
             # `run --rm` removes what ran to its end; anything else is removed here.
+            await remove_container(podman.podman, name)
+        elif deferred and (removals is None or not removals.defer(name)):
             await remove_container(podman.podman, name)
     if gate.refused is not None:
         return RunOutcome(status="unsafe_target", output=None, message=str(gate.refused))

@@ -1,0 +1,81 @@
+"""Command containers removed after the answer (issue 25): trio.
+
+A hooked `run_command` call whose program ran to its end is answered as soon
+as podman has its exit status and output; its container (exited, nothing in
+it running, its mounts already released by podman) is removed here, behind
+the answer, by the same shielded ``podman rm --force`` as before.  The
+removal always happens:
+
+- `serve` runs in brokerd's background nursery; each `defer` starts one
+  shielded removal in it;
+- `drain` (brokerd's shutdown, before the background nursery is cancelled)
+  waits until every removal started has ended;
+- with no nursery (not served yet, or already stopped) or more than `limit`
+  removals under way, `defer` declines and the caller removes the container
+  before it answers, as before;
+- after a kill -9 the start-up sweep removes what is left (`remove_leftovers`).
+
+Cancelled or failed calls, timeouts and refused mounts are not deferred: the
+caller removes those containers before it answers.
+"""
+
+from __future__ import annotations
+
+import trio
+
+from ._three_steps import remove_container
+
+PENDING_LIMIT = 8
+"""At most this many removals under way; past it a call removes its own container."""
+
+
+class Removals:
+    """Removals behind the answer (see above)."""
+
+    def __init__(self, podman: str, *, limit: int = PENDING_LIMIT) -> None:
+        self.podman = podman
+        self.limit = limit
+        self.pending: set[str] = set()
+        """The containers whose removal is under way."""
+        self._nursery: trio.Nursery | None = None
+        self._idle = trio.Event()
+        self._idle.set()
+
+    @property
+    def room(self) -> bool:
+        """True when a call may leave its container to `defer` (served, not too many)."""
+        return self._nursery is not None and len(self.pending) < self.limit
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                    ) -> None:
+        """Hold the nursery the removals run in until cancelled (then they end first:
+        each is shielded)."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            try:
+                task_status.started()
+                await trio.sleep_forever()
+            finally:
+                self._nursery = None
+
+    def defer(self, name: str) -> bool:
+        """Start the removal of `name` behind the answer; False: the caller removes it."""
+        if self._nursery is None or name in self.pending:
+            return False
+        self.pending.add(name)
+        self._idle = trio.Event()
+        self._nursery.start_soon(self._remove, name)
+        return True
+
+    async def _remove(self, name: str) -> None:
+        try:
+            await remove_container(self.podman, name)
+        finally:
+            self.pending.discard(name)
+            if not self.pending:
+                self._idle.set()
+
+    async def drain(self) -> None:
+        """Wait (shielded) until every removal started has ended."""
+        with trio.CancelScope(shield=True):
+            await self._idle.wait()
