@@ -1,10 +1,11 @@
 """Command containers removed after the answer (issue 25): trio.
 
 A hooked `run_command` call whose program ran to its end is answered as soon
-as podman has its exit status and output; its container (exited, nothing in
-it running, its mounts already released by podman) is removed here, behind
-the answer, by the same shielded ``podman rm --force`` as before.  The
-removal always happens:
+as podman has its exit status and output; its container (exited: nothing in
+it runs, its mount namespace went with its last process) is removed here,
+behind the answer, by a shielded ``podman rm --force --volumes`` (what ``run
+--rm`` removed: the container and its anonymous volumes).  The removal always
+happens:
 
 - `serve` runs in brokerd's background nursery; each `defer` starts one
   shielded removal in it;
@@ -69,7 +70,8 @@ class Removals:
 
     async def _remove(self, name: str) -> None:
         try:
-            await remove_container(self.podman, name)
+            # --volumes: what the `run --rm` it stands in for removed too
+            await remove_container(self.podman, name, volumes=True)
         finally:
             self.pending.discard(name)
             if not self.pending:
