@@ -1,6 +1,7 @@
 """A run_command container removed after the answer, through the real brokerd and podman
-(issue 25; `_removals.py`): still removed when brokerd shuts down with the removal
-pending, and by the start-up sweep after a kill -9.
+(issue 25; `_removals.py`): gone soon after the answer while brokerd runs, still
+removed when brokerd shuts down with the removal pending, and by the start-up sweep
+after a kill -9.
 
 brokerd's `[runner] podman` is a small wrapper around the real podman that holds a
 ``podman rm`` while the file HOLD exists, until the test writes ``go`` (run it) or
@@ -14,6 +15,7 @@ import os
 import shutil
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -112,6 +114,19 @@ def setup() -> Iterator[Setup]:
 
 def _start(s: Setup) -> BrokerdProcess:
     return start(s.home, timeout=180)
+
+
+def test_the_container_goes_after_the_answer(setup: Setup) -> None:
+    """No hold: brokerd starts the removal once it answered (it keeps running)."""
+    proc = _start(setup)
+    try:
+        setup.call()
+        deadline = time.monotonic() + 60
+        while setup.listed():
+            assert time.monotonic() < deadline, "the container outlived the answer by 60 s"
+        assert proc.proc.poll() is None and "--volumes" in setup.removed()
+    finally:
+        proc.stop()
 
 
 def test_a_removal_pending_at_shutdown_still_happens(setup: Setup) -> None:

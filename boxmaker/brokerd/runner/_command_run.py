@@ -10,7 +10,7 @@ process instead of four (create, init, start, rm).  Its outcomes are those
 below; a program podman cannot find is podman's exit 127 with its message.
 Given `Removals` with room, the run has no ``--rm``: the answer goes out once
 the program's exit status and output are in, and its exited container is
-removed behind it (`_removals.py`).
+removed behind it (`_removals.py`; the outcome's `after_answer` starts it).
 
 On a rootless podman (its runc runs in podman's user namespace), the three steps:
 
@@ -35,9 +35,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import attrs
 import trio
 
 from ..._commands_config import CommandsSettings
@@ -144,7 +145,8 @@ async def run_command_hooked(
     to brokerd for the FIFOs and the hooks directory (the caller removes it).
 
     `removals`: when it has room, the run has no ``--rm`` and a program that ran to
-    its end leaves its exited container to be removed after the answer; anything
+    its end leaves its exited container to be removed after the answer (the
+    outcome's `after_answer` starts the removal; `Removals.drain` at the latest); anything
     else (a cancel, a refusal, a timeout, a failure) is removed before returning."""
     deferred = removals is not None and removals.room
     identities = [MountIdentity(destination=d, dev=dev, ino=ino) for d, (dev, ino) in plan.roots]
@@ -157,6 +159,8 @@ async def run_command_hooked(
                           message=f"the call could not be set up ({exc.strerror or exc}). "
                                   f"{UNAVAILABLE}")
     done: Captured | None = None
+    release: Callable[[], None] | None = None
+    ended = False  # the body ran to its end (no exception, no early return)
     try:
         (hooks / "call.json").write_text(json.dumps(hooks_dir_file(
             name, str(gate.state_fifo), str(gate.verdict_fifo))), encoding="utf-8")
@@ -175,6 +179,7 @@ async def run_command_hooked(
             done = await capture(process, stdin=stdin, keep_each=commands.output_max_bytes // 2,
                                  timeout_s=commands.timeout_ms / 1000, stop=stop)
             nursery.cancel_scope.cancel()
+        ended = True
     except OSError as exc:
         return RunOutcome(status="runner_unavailable", output=None,
                           message=f"podman could not be started ({exc.strerror or exc}). "
@@ -186,8 +191,10 @@ async def run_command_hooked(
         if done is None or not gate.checked or done.timed_out:
             # `run --rm` removes what ran to its end; anything else is removed here.
             await remove_container(podman.podman, name)
-        elif deferred and (removals is None or not removals.defer(name)):
-            await remove_container(podman.podman, name)
+        elif deferred:
+            release = None if removals is None or not ended else removals.hold(name)
+            if release is None:
+                await remove_container(podman.podman, name)
     if gate.refused is not None:
         return RunOutcome(status="unsafe_target", output=None, message=str(gate.refused))
     if not gate.checked and not done.timed_out:
@@ -195,7 +202,7 @@ async def run_command_hooked(
         return RunOutcome(status="runner_unavailable", output=None,
                           message=f"podman could not run the container (exit "
                                   f"{done.returncode}): {err}. {UNAVAILABLE}")
-    return _outcome(done, commands)
+    return attrs.evolve(_outcome(done, commands), after_answer=release)
 
 
 def _outcome(done: Captured, commands: CommandsSettings) -> RunOutcome:

@@ -7,13 +7,16 @@ behind the answer, by a shielded ``podman rm --force --volumes`` (what ``run
 --rm`` removed: the container and its anonymous volumes).  The removal always
 happens:
 
-- `serve` runs in brokerd's background nursery; each `defer` starts one
-  shielded removal in it;
+- `serve` runs in brokerd's background nursery; `hold` reserves the removal
+  and hands back its start, which the call's outcome carries as
+  `RunOutcome.after_answer`: brokerd calls it once the answer is sent (or
+  could not be), so that the removal's podman does not compete with the
+  result record and the answer;
 - `drain` (brokerd's shutdown, before the background nursery is cancelled)
-  waits until every removal started has ended;
+  starts any removal held and not yet started and waits until all have ended;
 - with no nursery (not served yet, or already stopped) or more than `limit`
-  removals under way, `defer` declines and the caller removes the container
-  before it answers, as before;
+  removals under way, there is no room: the caller keeps ``run --rm``, or
+  removes the container itself when `hold` declines;
 - after a kill -9 the start-up sweep removes what is left (`remove_leftovers`).
 
 Cancelled or failed calls, timeouts and refused mounts are not deferred: the
@@ -21,6 +24,9 @@ caller removes those containers before it answers.
 """
 
 from __future__ import annotations
+
+import functools
+from collections.abc import Callable
 
 import trio
 
@@ -37,14 +43,16 @@ class Removals:
         self.podman = podman
         self.limit = limit
         self.pending: set[str] = set()
-        """The containers whose removal is under way."""
+        """The containers whose removal is held or under way."""
+        self._held: set[str] = set()
+        """Reserved by `hold`, not started yet."""
         self._nursery: trio.Nursery | None = None
         self._idle = trio.Event()
         self._idle.set()
 
     @property
     def room(self) -> bool:
-        """True when a call may leave its container to `defer` (served, not too many)."""
+        """True when a call may leave its container to `hold` (served, not too many)."""
         return self._nursery is not None and len(self.pending) < self.limit
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -59,14 +67,23 @@ class Removals:
             finally:
                 self._nursery = None
 
-    def defer(self, name: str) -> bool:
-        """Start the removal of `name` behind the answer; False: the caller removes it."""
+    def hold(self, name: str) -> Callable[[], None] | None:
+        """Reserve the removal of `name`; returns its start (call it once, after the
+        answer), or None: the caller removes the container itself."""
         if self._nursery is None or name in self.pending:
-            return False
+            return None
         self.pending.add(name)
+        self._held.add(name)
         self._idle = trio.Event()
+        return functools.partial(self._start, name)
+
+    def _start(self, name: str) -> None:
+        if name not in self._held:
+            return  # started already (twice, or by `drain`)
+        self._held.discard(name)
+        if self._nursery is None:
+            raise RuntimeError("a held removal outlived its nursery")  # our bug: drain first
         self._nursery.start_soon(self._remove, name)
-        return True
 
     async def _remove(self, name: str) -> None:
         try:
@@ -78,6 +95,8 @@ class Removals:
                 self._idle.set()
 
     async def drain(self) -> None:
-        """Wait (shielded) until every removal started has ended."""
+        """Start what is held, then wait (shielded) until every removal has ended."""
+        for name in sorted(self._held):
+            self._start(name)
         with trio.CancelScope(shield=True):
             await self._idle.wait()

@@ -1,11 +1,12 @@
 """Command containers removed after the answer (`_removals.py`, issue 25), on a real
 rootful podman (marker `podman`) with the default commands image.
 
-The hooked run with `Removals` served: the answer comes back while the exited
-container is still there, and the container is gone soon after (podman's own
-list, polled under a deadline); a cancelled call's container is gone when the
-cancel returns; `drain` waits for every removal; with no room the run keeps
-``--rm``.  Each test checks that no container of its instance is left.
+The hooked run with `Removals` served: the outcome comes back with the exited
+container still there and its removal held, and the container is gone soon
+after `after_answer` (podman's own list, polled under a deadline); a cancelled
+call's container is gone when the cancel returns; `drain` starts what is held
+and waits for every removal; with no room the run keeps ``--rm``.  Each test
+checks that no container of its instance is left.
 """
 
 from __future__ import annotations
@@ -101,9 +102,11 @@ async def test_answered_before_the_removal_then_gone(call: Call) -> None:
             got = await call.run(name, ["echo", "hi"], removals)
         assert got.status == "ok" and got.output is not None
         assert got.output["stdout"] == "hi\n"
-        # answered with the removal still to come (that the exited container outlives
-        # the answer is held and seen in tests/integration/test_run_command_removal.py)
-        assert removals.pending == {name}
+        # answered with the removal held: the exited container is still podman's
+        assert removals.pending == {name} and got.after_answer is not None
+        assert name in await listed()
+        got.after_answer()  # what brokerd does once the answer is sent
+        got.after_answer()  # once only
         await until_gone(name)
         assert removals.pending == set()
         nursery.cancel_scope.cancel()
@@ -137,10 +140,12 @@ async def test_drain_waits_for_every_removal(call: Call) -> None:
     async with trio.open_nursery() as nursery:
         await nursery.start(removals.serve)
         with trio.fail_after(240):
-            for name in names:
+            for number, name in enumerate(names):
                 got = await call.run(name, ["true"], removals)
                 assert got.status == "ok", got
-                assert name in removals.pending
+                assert name in removals.pending and got.after_answer is not None
+                if number == 0:
+                    got.after_answer()  # the other is left held: drain starts it
             await removals.drain()
         assert removals.pending == set()
         assert [n for n in await listed() if n in names] == []
@@ -158,21 +163,21 @@ async def test_without_room_the_run_removes_its_own(call: Call) -> None:
                 name = name_of()
                 got = await call.run(name, ["true"], removals)
                 assert got.status == "ok", got
-                assert name not in await listed()
+                assert name not in await listed() and got.after_answer is None
                 assert removals is None or removals.pending == set()
         nursery.cancel_scope.cancel()
 
 
-def test_a_removal_is_not_deferred_twice_nor_without_a_nursery() -> None:
+def test_a_removal_is_not_held_twice_nor_without_a_nursery() -> None:
     removals = Removals("podman")
-    assert not removals.room and not removals.defer("x")
+    assert not removals.room and removals.hold("x") is None
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
             await nursery.start(removals.serve)
             assert removals.room
             removals.pending.add("x")  # as if under way
-            assert not removals.defer("x")
+            assert removals.hold("x") is None
             removals.pending.clear()
             nursery.cancel_scope.cancel()
         assert not removals.room
