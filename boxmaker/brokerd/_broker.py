@@ -28,6 +28,7 @@ are made by `answer_of`, as `handle_broker` makes the answer of a raised
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -218,10 +219,12 @@ async def _run_and_settle(stream: trio.abc.Stream, rid: int, daemon: Daemon,
         message: str | None
         runbook: str | None = None
         source: dict[str, Any] | None = None
+        after_answer: Callable[[], None] | None = None
         try:
             outcome = await daemon.runtimes.run(spec)
             status, output, message = outcome.status, outcome.output, outcome.message
             runbook, source = outcome.runbook, outcome.source
+            after_answer = outcome.after_answer
         except Exception as exc:  # a bug in a runtime: the tool may have run
             log.exception("call %d: the runtime failed", call.call_id)
             status = "tool_failed"
@@ -237,11 +240,16 @@ async def _run_and_settle(stream: trio.abc.Stream, rid: int, daemon: Daemon,
             output = {"error": {"code": "output_too_large",
                                 "message": "the tool's output is larger than "
                                            "[runner] output_max_bytes"}}
-        reply = await daemon.ledger.settle(call, status, output, message, runbook=runbook,
-                                           source=source)
-        if daemon.mcp_events:
-            await record_mcp_events(daemon)
-        await send_answer(stream, rid, _final(call, reply))
+        try:
+            reply = await daemon.ledger.settle(call, status, output, message, runbook=runbook,
+                                               source=source)
+            if daemon.mcp_events:
+                await record_mcp_events(daemon)
+            await send_answer(stream, rid, _final(call, reply))
+        finally:
+            # The runtime's work behind the answer (a command container's removal).
+            if after_answer is not None:
+                after_answer()
 
 
 def _final(call: CallLifecycle, reply: Reply | None) -> BrokerAnswer:

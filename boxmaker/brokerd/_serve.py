@@ -227,6 +227,8 @@ async def _run(daemon: Daemon, handle: ServeHandle, signals: Any) -> None:
 
     async with trio.open_nursery() as background:
         background.start_soon(ledger.run_state_writer)
+        # The runtimes' work behind the answers (command containers' removals).
+        await background.start(daemon.runtimes.serve)
         if daemon.checkpoints is not None:
             background.start_soon(daemon.checkpoints.run)
         async with trio.open_nursery() as served:

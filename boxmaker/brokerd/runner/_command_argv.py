@@ -20,7 +20,9 @@ On a rootful podman the call is one ``podman --hooks-dir D run --rm`` of
 the same flags instead (`build_command_run_argv`, golden
 fixtures/runner/command-run.json), with ``--annotation
 org.boxmaker.call=NAME`` that the call's own hooks.d file in D matches: its
-createRuntime hook stands in for the ``init`` step (`_hook.py`).
+createRuntime hook stands in for the ``init`` step (`_hook.py`).  brokerd
+runs it without ``--rm`` when it removes the container after the answer
+(`_removals.py`).
 
 The seccomp option is the one every boxmaker container carries (issue 22
 item 8; docs/decisions.md).  `M`, `P`, `C`, `T` come from `[commands]`,
@@ -102,11 +104,16 @@ def build_command_run_argv(
     cwd: str,
     mounts: Sequence[Mount],
     argv: Sequence[str],
+    remove: bool = True,
 ) -> list[str]:
     """``podman --hooks-dir D run --rm`` for one call: the create flags, one podman
-    process, the call's annotation for its own hooks.d file (golden: fixtures/runner/)."""
+    process, the call's annotation for its own hooks.d file (golden: fixtures/runner/).
+
+    `remove` False: no ``--rm``, the caller removes the container after the answer
+    (`_removals.py`)."""
     out = podman_command_prefix(settings)
-    out += ["--hooks-dir", hooks_dir, "run", "--rm", "--pull=never", "--name", name,
+    out += ["--hooks-dir", hooks_dir, "run", *(["--rm"] if remove else []), "--pull=never",
+            "--name", name,
             "--annotation", f"{CALL_ANNOTATION}={name}"]
     return out + _container_flags(settings, commands, uid=uid, gid=gid, rootless=rootless,
                                   cwd=cwd, mounts=mounts, argv=argv)

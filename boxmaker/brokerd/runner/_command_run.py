@@ -8,6 +8,9 @@ looked up; brokerd checks each mount root's identity below
 of the three steps at the same point of the container's life, in one podman
 process instead of four (create, init, start, rm).  Its outcomes are those
 below; a program podman cannot find is podman's exit 127 with its message.
+Given `Removals` with room, the run has no ``--rm``: the answer goes out once
+the program's exit status and output are in, and its exited container is
+removed behind it (`_removals.py`; the outcome's `after_answer` starts it).
 
 On a rootless podman (its runc runs in podman's user namespace), the three steps:
 
@@ -32,9 +35,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import attrs
 import trio
 
 from ..._commands_config import CommandsSettings
@@ -48,6 +52,7 @@ from ._hook_gate import Gate, bundle_rootfs
 from ._mounts import UnsafeTarget
 from ._podman_argv import UNAVAILABLE, PodmanSettings
 from ._podman_check import PodmanCommandError
+from ._removals import Removals
 from ._spec import RunOutcome
 from ._three_steps import (
     Captured,
@@ -134,9 +139,16 @@ async def run_command_hooked(
     argv: Sequence[str],
     stdin: bytes | None,
     scratch: Path,
+    removals: Removals | None = None,
 ) -> RunOutcome:
     """One call on a rootful podman (see above).  `scratch`: a fresh directory private
-    to brokerd for the FIFOs and the hooks directory (the caller removes it)."""
+    to brokerd for the FIFOs and the hooks directory (the caller removes it).
+
+    `removals`: when it has room, the run has no ``--rm`` and a program that ran to
+    its end leaves its exited container to be removed after the answer (the
+    outcome's `after_answer` starts the removal; `Removals.drain` at the latest); anything
+    else (a cancel, a refusal, a timeout, a failure) is removed before returning."""
+    deferred = removals is not None and removals.room
     identities = [MountIdentity(destination=d, dev=dev, ino=ino) for d, (dev, ino) in plan.roots]
     hooks = scratch / "hooks.d"
     try:
@@ -147,12 +159,14 @@ async def run_command_hooked(
                           message=f"the call could not be set up ({exc.strerror or exc}). "
                                   f"{UNAVAILABLE}")
     done: Captured | None = None
+    release: Callable[[], None] | None = None
+    ended = False  # the body ran to its end (no exception, no early return)
     try:
         (hooks / "call.json").write_text(json.dumps(hooks_dir_file(
             name, str(gate.state_fifo), str(gate.verdict_fifo))), encoding="utf-8")
         run = build_command_run_argv(podman, commands, hooks_dir=str(hooks), name=name, uid=uid,
                                      gid=gid, rootless=False, cwd=cwd, mounts=plan.mounts,
-                                     argv=argv)
+                                     argv=argv, remove=not deferred)
         process = await trio.lowlevel.open_process(
             run, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env=child_environment())
@@ -165,15 +179,22 @@ async def run_command_hooked(
             done = await capture(process, stdin=stdin, keep_each=commands.output_max_bytes // 2,
                                  timeout_s=commands.timeout_ms / 1000, stop=stop)
             nursery.cancel_scope.cancel()
+        ended = True
     except OSError as exc:
         return RunOutcome(status="runner_unavailable", output=None,
                           message=f"podman could not be started ({exc.strerror or exc}). "
                           f"{UNAVAILABLE}")
     finally:
-        await gate.aclose()
+        # Shielded: under a cancel, an unshielded close would raise before the removal.
+        with trio.CancelScope(shield=True):
+            await gate.aclose()
         if done is None or not gate.checked or done.timed_out:
             # `run --rm` removes what ran to its end; anything else is removed here.
             await remove_container(podman.podman, name)
+        elif deferred:
+            release = None if removals is None or not ended else removals.hold(name)
+            if release is None:
+                await remove_container(podman.podman, name)
     if gate.refused is not None:
         return RunOutcome(status="unsafe_target", output=None, message=str(gate.refused))
     if not gate.checked and not done.timed_out:
@@ -181,7 +202,7 @@ async def run_command_hooked(
         return RunOutcome(status="runner_unavailable", output=None,
                           message=f"podman could not run the container (exit "
                                   f"{done.returncode}): {err}. {UNAVAILABLE}")
-    return _outcome(done, commands)
+    return attrs.evolve(_outcome(done, commands), after_answer=release)
 
 
 def _outcome(done: Captured, commands: CommandsSettings) -> RunOutcome:

@@ -19,6 +19,10 @@ allowed call is planned by `plan_command_call` (the winning grant's `paths`,
 
 At start, the containers named like a command's that a brokerd killed with -9
 left are removed (podman's; the oci launcher's go with its state directory).
+On the hooked path a call that ran to its end is answered before its exited
+container is removed: `removals` (`_removals.py`) removes it behind the
+answer, in the nursery `serve` holds (brokerd's background), and `aclose`
+waits for every removal under way.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from ._oci import OciRuntime
 from ._podman import PodmanRuntime
 from ._podman_argv import UNAVAILABLE
 from ._podman_check import PodmanCommandError, podman_command, remove_leftovers
+from ._removals import Removals
 from ._spec import RunOutcome, RunSpec
 
 log = logging.getLogger("boxmaker.brokerd.runner.commands")
@@ -62,6 +67,8 @@ class CommandsRuntime:
         self.hooked = False
         """True once a trial showed podman running the hook (`run_command_hooked`);
         False: the three steps."""
+        self.removals = Removals(files.settings.podman)
+        """The hooked calls' containers removed after the answer (while `serve` runs)."""
 
     @property
     def ok(self) -> bool:
@@ -140,8 +147,15 @@ class CommandsRuntime:
             shutil.rmtree(scratch, ignore_errors=True)
         return outcome.status == "ok"
 
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                    ) -> None:
+        """Hold the nursery of the removals behind the answer (brokerd's background)."""
+        await self.removals.serve(task_status=task_status)
+
     async def aclose(self) -> None:
-        """The commands image's mount goes (the podman runtime owns the scratch directory)."""
+        """Every removal under way ends; the commands image's mount goes (the podman
+        runtime owns the scratch directory)."""
+        await self.removals.drain()
         if self._rootfs is not None:
             self._rootfs = None
             with trio.CancelScope(shield=True), contextlib.suppress(PodmanCommandError):
@@ -192,7 +206,8 @@ class CommandsRuntime:
             if self.hooked:
                 return await run_command_hooked(
                     files.settings, self.commands, name=name, uid=os.getuid(), gid=os.getgid(),
-                    plan=plan, cwd=cwd, argv=argv, stdin=stdin, scratch=scratch)
+                    plan=plan, cwd=cwd, argv=argv, stdin=stdin, scratch=scratch,
+                    removals=self.removals)
             return await run_command_container(
                 files.settings, self.commands, name=name, uid=os.getuid(), gid=os.getgid(),
                 rootless=files.check_result.rootless, plan=plan, cwd=cwd, argv=argv, stdin=stdin,

@@ -13,7 +13,9 @@ runs nothing).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Protocol
+from typing import Protocol, runtime_checkable
+
+import trio
 
 from ..._brokerd_config import RunnerKind
 from ...proto.tools import CATALOGUE, RunsOn
@@ -40,6 +42,15 @@ class ServedRuntime(Protocol):
     async def run(self, spec: RunSpec) -> RunOutcome: ...
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class Serving(Protocol):
+    """A runtime with work of its own behind the answers (the commands runtime's
+    removals): `Runtimes.serve` runs it in brokerd's background nursery."""
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                    ) -> None: ...
 
 
 class Runtimes:
@@ -82,7 +93,17 @@ class Runtimes:
     async def run(self, spec: RunSpec) -> RunOutcome:
         return await self.for_tool(spec.tool).run(spec)
 
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                    ) -> None:
+        """Run each `Serving` runtime's background work until cancelled (after `aclose`)."""
+        async with trio.open_nursery() as nursery:
+            for runtime in self._all:
+                if isinstance(runtime, Serving):
+                    await nursery.start(runtime.serve)
+            task_status.started()
+
     async def aclose(self) -> None:
-        """Close every runtime once, the configured one last."""
+        """Close every runtime once, the configured one last (a runtime's close waits
+        for its work behind the answers)."""
         for runtime in reversed(self._all):
             await runtime.aclose()

@@ -7,6 +7,7 @@ own "allowed" (a guard against mistakes, not against hostile code).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
 import attrs
@@ -111,6 +112,9 @@ class RunOutcome:
     own `#runner-unavailable` (run_command without `[commands]`)."""
     source: dict[str, Any] | None = None
     """`result.source` of a tool source's call (12 "Audit records"); None for built-ins."""
+    after_answer: Callable[[], None] | None = None
+    """Work the runtime left for after the answer (a command container's removal):
+    brokerd calls it once the answer is sent, or could not be (never blocks)."""
 
 
 class Runtime(Protocol):

@@ -106,11 +106,14 @@ def _walk_inside(root: int, destination: str) -> os.stat_result:
         os.close(current)
 
 
-async def remove_container(podman: str, name: str) -> None:
-    """``podman rm --force --time 0 NAME``, shielded: it runs during cancellation too."""
+async def remove_container(podman: str, name: str, *, volumes: bool = False) -> None:
+    """``podman rm --force --time 0 NAME``, shielded: it runs during cancellation too.
+
+    `volumes`: also its anonymous volumes (``--volumes``, as ``run --rm`` does)."""
     with trio.CancelScope(shield=True), trio.move_on_after(_REMOVE_TIMEOUT_S):
         await trio.run_process(
-            [podman, "rm", "--force", "--ignore", "--time", "0", name],
+            [podman, "rm", "--force", "--ignore", *(["--volumes"] if volumes else []),
+             "--time", "0", name],
             env=child_environment(), capture_stdout=True, capture_stderr=True, check=False)
 
 

@@ -132,3 +132,7 @@ def test_the_golden_run() -> None:
                               "--pull=never", "--name", name, "--annotation",
                               f"org.boxmaker.call={name}"]
     assert run[at + 9:] == create[at + 4:]  # create --pull=never --name NAME
+    # Removed after the answer: the same list without --rm (nothing else differs).
+    later = build_command_run_argv(SETTINGS, COMMANDS, hooks_dir="/run/bx/cmd-x/hooks.d",
+                                   remove=False, **kwargs)  # type: ignore[arg-type]
+    assert "--rm" not in later and later == run[:at + 3] + run[at + 4:]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import attrs
 import pytest
+import trio
 
 from boxmaker.brokerd.runner._echo import ECHO_ONLY_REASON, EchoRuntime
 from boxmaker.brokerd.runner._refusing import REFUSING_REASON, RefusingRuntime
@@ -72,3 +73,34 @@ def test_two_runtimes_of_one_kind_are_refused() -> None:
     with pytest.raises(ValueError, match="two runtimes serve files"):
         Runtimes(Recording(serves=frozenset({"files"})),  # type: ignore[arg-type]
                  [Recording(serves=frozenset({"files", "fetch"}))])  # type: ignore[list-item]
+
+
+@attrs.define
+class Serving(Recording):
+    """A runtime with work behind its answers: `serve` holds until cancelled."""
+
+    serving: int = 0
+    ended: int = 0
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                    ) -> None:
+        self.serving += 1
+        task_status.started()
+        try:
+            await trio.sleep_forever()
+        finally:
+            self.ended += 1
+
+
+async def test_serve_runs_each_serving_runtime_until_cancelled() -> None:
+    files = Recording(serves=frozenset({"files"}))
+    commands = Serving(serves=frozenset({"commands"}))
+    runtimes = Runtimes(files, [commands])  # type: ignore[list-item]
+    async with trio.open_nursery() as nursery:
+        await nursery.start(runtimes.serve)
+        assert (commands.serving, commands.ended) == (1, 0)
+        nursery.cancel_scope.cancel()
+    assert commands.ended == 1
+    # with nothing to serve it returns once started
+    with trio.fail_after(5):
+        await Runtimes(files).serve()
