@@ -127,6 +127,8 @@ def test_the_default_model_runs_the_template_that_says_act() -> None:
     after = text.split("answer in plain words without a block.<|im_end|>")[1]
     examples = after.splitlines()[1]
     assert examples.count("```tool_call") == 1 and examples.lower().count("as text") == 2
+    # four exchanges (a question answered in words first) and the tool response, a user turn
+    assert examples.count("<|im_start|>user") == 5 and "Jupiter" in examples
     assert "```json" not in examples
 
 
