@@ -146,7 +146,11 @@ def pin_reader(directory: Path) -> PinFile:
     PIN_FILE_MAX reads as ``b""``: not a pin, so the verifier says `bad_pin`.
     Other errors (permissions) go up as OSError, as for the day files.
     """
-    pins = directory / "pins"
+    return pins_reader(directory / "pins")
+
+
+def pins_reader(pins: Path) -> PinFile:
+    """`pin_reader` of a pins directory named as such (bxctl's `--pins`)."""
 
     def read(digest: str) -> bytes | None:
         try:

@@ -95,6 +95,7 @@ PAGE_STATUS: Final[Mapping[ErrorCode, int]] = {
     "no_such_approval": 409,
     "passkey_required": 403,
     "no_such_passkey": 404,
+    "no_such_probe": 404,
     "audit_unavailable": 503,
 }
 """The HTTP status the approval page answers an admin.sock error with (11-approvals-web);

@@ -7,10 +7,11 @@ offline checks (12-tool-sources "Configuration", "Pins").
   oversize file is a `SourceFile` with its error (S1 says so).
 - `read_sources`: the directory's `SourceState` (an unlistable directory is an
   invalid set with one S1 problem, as brokerd reports it).
-- `offline_pins`: bxctl has no log, so a server's pin is a file of
-  `audit/pins/` whose digest recomputes (`decode_pin`), named for its digest,
-  for that server, with the current declaration's `source`; of several, the
-  newest `pinned_at` (docs/decisions.md).
+- `offline_view`: each server's pin chosen as brokerd chooses it
+  (`_pin_choice`): the newest `mcp_pin` / `mcp_server drifted` record of the
+  log after the last accepted break, whose `audit/pins/<digest>.json` must
+  exist, decode and recompute, with the current declaration's `source`; else
+  unpinned with brokerd's reason.  A newer pin file no record names is no pin.
 - `offline_registry`: the tool registry `decide` and the dormant grants take.
 """
 
@@ -18,23 +19,24 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from ._audit_files import PIN_FILE_MAX
+from ._audit_files import iter_lines, list_log_files, pins_reader
+from ._pin_choice import choose_pins, ledger_of_lines
 from .policy._mcp_verdict import McpRegistry, RegisteredServer
 from .proto.mcp import (
     InvalidSourceSet,
     Pin,
-    PinFileError,
+    PinCheck,
+    PinLedger,
     SourceFile,
     SourceProblem,
     SourceSet,
     SourcesReport,
     SourceState,
-    decode_pin,
     parse_source_files,
-    pin_source,
     sources_digest,
     tool_verdicts,
 )
@@ -101,84 +103,49 @@ def read_sources(directory: Path, *, runner_output_max: int) -> SourceState:
     return parse_source_files(files, runner_output_max=runner_output_max)
 
 
-def _pin_bytes(directory: int, name: str) -> bytes | None:
+def read_pin_ledger(audit_dir: Path) -> PinLedger:
+    """The pin ledger of the log's day files, as brokerd folds it at start
+    (`_pin_choice`); a missing audit directory is an empty ledger.  Raises OSError."""
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
-                     dir_fd=directory)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        with os.fdopen(os.dup(fd), "rb") as handle:
-            data = handle.read(PIN_FILE_MAX + 1)
-    finally:
-        os.close(fd)
-    return None if len(data) > PIN_FILE_MAX else data
+        files = list_log_files(audit_dir)
+    except FileNotFoundError:
+        return PinLedger()
+    return ledger_of_lines(line for log_file in files if log_file.day_file
+                           for line, _ in iter_lines(log_file.path))
 
 
-def read_pin_files(pins_dir: Path) -> list[Pin]:
-    """Every pin of `pins_dir` (brokerd's `audit/pins/`) that decodes, whose digest
-    recomputes and whose file is named for it; the others are left out (they are
-    nobody's pin).  A missing directory is no pins."""
-    try:
-        fd = os.open(pins_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
-                     | os.O_CLOEXEC)
-    except OSError:
-        return []
-    try:
-        out: list[Pin] = []
-        for name in sorted(os.listdir(fd)):
-            if not name.endswith(".json") or name.startswith("."):
-                continue
-            data = _pin_bytes(fd, name)
-            if data is None:
-                continue
-            try:
-                pin = decode_pin(data)
-            except PinFileError:
-                continue
-            if pin.file_name == name:
-                out.append(pin)
-        return out
-    finally:
-        os.close(fd)
-
-
-def offline_view(sources_dir: Path, pins_dir: Path, *, runner_output_max: int
-                 ) -> tuple[SourceState, list[Pin], McpRegistry]:
-    """The source set, the pins and the registry of two directories."""
+def offline_view(sources_dir: Path, audit_dir: Path, *, runner_output_max: int,
+                 pins_dir: Path | None = None
+                 ) -> tuple[SourceState, dict[str, PinCheck], McpRegistry]:
+    """The source set, each declared server's pin check and the registry, from the
+    sources directory and the audit directory (its log and `pins/`, or `pins_dir`).
+    Raises OSError when the log cannot be read."""
     sources = read_sources(sources_dir, runner_output_max=runner_output_max)
-    pins = read_pin_files(pins_dir)
-    return sources, pins, offline_registry(sources, pins)
+    if not isinstance(sources, SourceSet):
+        return sources, {}, offline_registry(sources, {})
+    read = pins_reader(pins_dir if pins_dir is not None else pins_directory(audit_dir))
+    checks = choose_pins(sources.servers, read_pin_ledger(audit_dir), read)
+    return sources, checks, offline_registry(sources, checks)
 
 
-def offline_registry(sources: SourceState, pins: list[Pin]) -> McpRegistry:
-    """The registry as bxctl sees it offline: each declared server pinned by its newest
-    fitting pin file, else unpinned (`none`, or `declaration_changed` when only pins of
-    another declaration exist)."""
+def offline_registry(sources: SourceState, checks: Mapping[str, PinCheck]) -> McpRegistry:
+    """The registry as brokerd would build it: each declared server pinned by the
+    newest pin record's file when it holds, else unpinned with the reason."""
     report = sources.report
     if not isinstance(sources, SourceSet):
         return McpRegistry(valid=False, digest=report.digest, servers={})
     servers: dict[str, RegisteredServer] = {}
     for server_id, decl in sources.servers.items():
-        own = [pin for pin in pins if pin.server == server_id]
-        current = pin_source(decl)
-        fitting = sorted((pin for pin in own if pin.source == current),
-                         key=lambda pin: (pin.pinned_at, pin.digest))
-        if fitting:
-            pin = fitting[-1]
-            servers[server_id] = RegisteredServer(decl=decl, pin=pin.digest, unpinned=None,
-                                                  verdicts=tool_verdicts(decl, pin))
-        else:
-            servers[server_id] = RegisteredServer(
-                decl=decl, pin=None, unpinned="declaration_changed" if own else "none")
+        check = checks.get(server_id, PinCheck(pin=None, reason="none"))
+        pin = check.pin
+        servers[server_id] = RegisteredServer(
+            decl=decl, pin=pin.digest if pin is not None else None,
+            unpinned=check.reason if pin is None else None,
+            verdicts=tool_verdicts(decl, pin) if pin is not None else {})
     return McpRegistry(valid=True, digest=report.digest, servers=servers)
 
 
-def offline_pin(pins: list[Pin], registry: McpRegistry, server: str) -> Pin | None:
-    """The pin file `offline_registry` chose for `server` (None: unpinned)."""
-    one = registry.servers.get(server)
-    if one is None or one.pin is None:
-        return None
-    return next((pin for pin in pins if pin.digest == one.pin), None)
+def offline_pin(checks: Mapping[str, PinCheck], server: str) -> Pin | None:
+    """The pin `offline_view` found holding for `server` (None: unpinned)."""
+    check = checks.get(server)
+    return check.pin if check is not None else None

@@ -4,7 +4,8 @@ GET never changes anything.  Every POST must come from the page's own origin
 (`Origin`), name the configured host (`Host`, against DNS rebinding), carry
 the session's CSRF token (`X-CSRF-Token`), be JSON and at most `MAX_BODY`
 bytes.  Approving needs a passkey assertion over the approval's challenge,
-which brokerd itself verifies; the page's login (an assertion over a challenge
+which brokerd itself verifies (and so does a pin, on `/pin`: a one-time link of
+`bxctl mcp pin` under require_passkey); the page's login (an assertion over a challenge
 of its own) only lets the browser see the pending list and refuse.  Every
 answer carries the CSP of 11-approvals-web and no external resource exists.
 """
@@ -34,6 +35,9 @@ from ..proto.wire import (
     ApproveRequest,
     Assertion,
     ErrorAnswer,
+    McpPinOptions,
+    McpPinOptionsRequest,
+    McpPinRequest,
     Ok,
     PasskeyAddRequest,
     PasskeyList,
@@ -48,6 +52,7 @@ from ..proto.wire import (
 )
 from ._admin_client import AdminUnreachable
 from ._history import TaintHistory
+from ._pin_view import pin_view
 from ._sessions import Session, Sessions, cookie_header, cookie_value
 from ._views import approval_view
 
@@ -58,7 +63,7 @@ MAX_REASON = 1000
 CSP = "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
 _STATIC_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
                  ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
-_PAGES = {"/": "index.html", "/enrol": "enrol.html"}
+_PAGES = {"/": "index.html", "/enrol": "enrol.html", "/pin": "pin.html"}
 
 Ask = Callable[[AdminRequestBody], Awaitable[AdminAnswer]]
 
@@ -353,6 +358,37 @@ async def _enrol_finish(app: PageApp, _: Session, document: dict[str, Any],
     return {"done": document["action"]}
 
 
+async def _pin_options_of(app: PageApp, document: dict[str, Any]) -> McpPinOptions:
+    token = _field(document, "token", str)
+    try:
+        answer = await app.ask(McpPinOptionsRequest(token=token))
+    except (DecodeError, ValueError) as exc:
+        raise HttpError(400, "bad_request", f"not a pin link token: {exc}") from None
+    if not isinstance(answer, McpPinOptions):
+        raise _from_brokerd(answer)
+    return answer
+
+
+async def _pin_options(app: PageApp, _: Session, document: dict[str, Any],
+                       __: list[tuple[bytes, bytes]]) -> Any:
+    """A pin link's probe, as bxctl showed it, and the challenge its pin signs."""
+    return pin_view(await _pin_options_of(app, document), app.wall_now())
+
+
+async def _pin_finish(app: PageApp, _: Session, document: dict[str, Any],
+                      __: list[tuple[bytes, bytes]]) -> Any:
+    """The signed pin: brokerd's `mcp_pin` of the link's probe (brokerd's own fields,
+    never the browser's), with the browser's assertion, verified by brokerd."""
+    assertion = _assertion(document.get("assertion"))
+    probe = (await _pin_options_of(app, document)).probe
+    answer = await app.ask(McpPinRequest(server=probe.server, probe_id=probe.probe_id,
+                                         digest=probe.digest, invalidates=probe.invalidates,
+                                         assertion=assertion))
+    if not isinstance(answer, Ok):
+        raise _from_brokerd(answer)
+    return {"done": "pinned", "server": probe.server, "digest": probe.digest}
+
+
 async def _logout(app: PageApp, session: Session, _: dict[str, Any],
                   extra: list[tuple[bytes, bytes]]) -> Any:
     session.credential = None
@@ -368,5 +404,7 @@ _POSTS: dict[str, Callable[[PageApp, Session, dict[str, Any], list[tuple[bytes, 
     "/api/refuse": _refuse,
     "/api/enrol/options": _enrol_options,
     "/api/enrol/finish": _enrol_finish,
+    "/api/pin/options": _pin_options,
+    "/api/pin/finish": _pin_finish,
     "/api/logout": _logout,
 }

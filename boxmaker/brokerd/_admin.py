@@ -45,6 +45,8 @@ from ..proto.wire import (
     GrantsCheckRequest,
     GrantsReport,
     GrantsStatus,
+    McpPinLinkRequest,
+    McpPinOptionsRequest,
     Ok,
     RefuseRequest,
     RunnerStatus,
@@ -58,6 +60,7 @@ from ..proto.wire import (
     encode_admin_answer,
 )
 from ._admin_mcp import handle_mcp
+from ._admin_mcp_link import handle_pin_link
 from ._admin_passkey import approval_passkey, declassify_passkey, handle_passkey
 from ._approvals import PendingApproval
 from ._context import Daemon
@@ -192,6 +195,8 @@ async def _dispatch(request: AdminRequest, peer: PeerCred, daemon: Daemon) -> Ad
         return await _declassify(body, peer, daemon)
     if isinstance(body, _PASSKEY_REQUESTS):
         return await handle_passkey(body, peer, daemon)
+    if isinstance(body, (McpPinLinkRequest, McpPinOptionsRequest)):
+        return await handle_pin_link(body, peer, daemon)
     if isinstance(body, _MCP_REQUESTS):
         return await handle_mcp(body, peer, daemon)
     raise AssertionError(f"unhandled admin request {type(body).__name__}")  # pragma: no cover

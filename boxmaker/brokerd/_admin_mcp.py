@@ -3,17 +3,22 @@ side of the tool sources.
 
 - `sources_check`: the sources report as brokerd loads it now.
 - `mcp_status`: each declared server: pinned, unpinned (and why) or cooling
-  down; its pin, offered and disabled tools, failures.
+  down; its pin, offered and disabled tools, failures; with `server` only that
+  one, with each offered tool as the model sees it (broker.sock's `tools`
+  item) and the kinds and egress brokerd derives (`bxctl mcp show`).
 - `mcp_probe`: the `mcp_server probe` record is appended, then the server is
-  run as its calls are (the MCP runtime's launcher, the era probe for
-  ``auto``), its whole list read, and the answer is what a pin would hold: the
-  digest, each tool against the current pin, and `invalidates`.  The probe is
+  run as its calls are (`McpRuntime.probe`: the era probe for ``auto``, egress
+  ``server`` through a ``-net-p`` sidecar when it has `hosts`, its connections
+  then in an `mcp_server probed` record), its whole list read, and the answer
+  is what a pin would hold: the digest, each tool against the current pin, and
+  `invalidates`.  The probe is
   held 10 minutes for one pin (`ProbeTable`).
 - `mcp_pin`: the probe's digest and `invalidates` must be the request's (the
   owner confirmed what they were shown) and the declaration unchanged since;
   under `[approvals] require_passkey` (or with an assertion) the assertion is
-  over `pin_challenge`; then the pin file is written durably, `mcp_pin pinned`
-  appended, and only then is the pin used.
+  over `pin_challenge` (kept with its challenge sidecar, `_pin_assertion`);
+  then the pin file is written durably, `mcp_pin pinned` appended, and only
+  then is the pin used.
 - `mcp_unpin`: `mcp_pin unpinned` appended, then the server offers nothing.
 - `mcp_restart`: ends a cool-down (`mcp_server restarted`, recorded only when
   there was one).
@@ -27,18 +32,21 @@ import attrs
 import trio
 
 from .._errors import ConfigurationError, PeerError, UnavailableError
+from .._pin_assertion import pin_sidecar_bytes
 from .._sockets._unix import PeerCred
 from ..policy._mcp_invalidates import invalidated
-from ..proto._convert import U64, JsonObject
+from ..proto._convert import U64, JsonObject, structure
 from ..proto._escape import escape_line
-from ..proto.audit import McpServerRecord, PasskeyUse
+from ..proto.audit import EgressRecord, McpServerRecord, PasskeyUse
 from ..proto.mcp import (
     ServerDecl,
     UnpinnableList,
+    default_egress,
     pin_challenge,
     pin_source,
     pin_tools,
     probe_tools,
+    split_wire_name,
     tool_verdicts,
 )
 from ..proto.wire import (
@@ -54,6 +62,7 @@ from ..proto.wire import (
     McpStatusAnswer,
     McpStatusRequest,
     McpUnpinRequest,
+    OfferedToolView,
     Ok,
     ProbedTool,
     ServerInfoView,
@@ -68,7 +77,7 @@ from ._mcp_sources import write_pin
 from ._passkeys import PasskeyInvalid
 from ._tool_sources import ToolSources, pin_record, unpin_record
 from .runner._mcp_argv import mcp_probe_container_name
-from .runner._mcp_call import probe_mcp_server
+from .runner._mcp_call import McpProbe
 from .runner._mcp_runtime import McpRuntime
 
 log = logging.getLogger("brokerd")
@@ -147,9 +156,11 @@ async def handle_mcp(body: object, peer: PeerCred, daemon: Daemon) -> AdminAnswe
     if isinstance(body, SourcesCheckRequest):
         return _report(await _refreshed(daemon))
     if isinstance(body, McpStatusRequest):
-        return _status(await _refreshed(daemon), _mcp_runtime(daemon))
+        return _status(await _refreshed(daemon), _mcp_runtime(daemon), body.server)
     if isinstance(body, McpProbeRequest):
-        return await _probe(body, peer, daemon)
+        answer = await _probe(body, peer, daemon)
+        daemon.mcp_probes.show(answer)  # what a pin page (`_admin_mcp_link`) shows again
+        return answer
     if isinstance(body, McpPinRequest):
         return await _pin(body, peer, daemon)
     if isinstance(body, McpUnpinRequest):
@@ -169,9 +180,41 @@ def _report(sources: ToolSources) -> SourcesReportView:
                   for p in report.problems])
 
 
-def _status(sources: ToolSources, runtime: McpRuntime | None) -> McpStatusAnswer:
+def _offered_views(sources: ToolSources, server: str) -> list[OfferedToolView]:
+    """`server`'s offered tools as broker.sock's `tools` gives them to the model (none
+    when it leaves the server out), with the kinds and egress brokerd derives."""
+    decl = sources.servers[server].decl
+    items, left_out = sources.tools()
+    if server in left_out:
+        return []
+    verdicts = {v.local: v for v in sources.verdicts.get(server, {}).values()
+                if v.status == "offered"}
+    out: list[OfferedToolView] = []
+    for item in items["items"]:
+        split = split_wire_name(item["name"])
+        verdict = verdicts.get(split[1]) if split is not None and split[0] == server else None
+        if verdict is None:
+            continue
+        grammar = verdict.grammar
+        egress = default_egress(decl.tool_tables.get(verdict.mcp_name),
+                                has_hosts=bool(decl.hosts))
+        out.append(OfferedToolView(
+            name=item["name"], model_name=item["model_name"], description=item["description"],
+            parameters=item["parameters"], opaque=verdict.opaque,
+            kinds=dict(sorted(grammar.kinds.items())) if grammar is not None else {},
+            egress=egress.word if egress.argument is None else f"arg:{egress.argument}"))
+    return out
+
+
+def _status(sources: ToolSources, runtime: McpRuntime | None,
+            only: str | None = None) -> McpStatusAnswer:
+    """Every server's state; `only` (`bxctl mcp show`): that one, with its tools."""
+    if only is not None:
+        _declared(sources, only)
     servers: list[McpServerView] = []
     for server in sorted(sources.servers):
+        if only is not None and server != only:
+            continue
         one = sources.servers[server]
         verdicts = sources.verdicts.get(server, {})
         cool = runtime.cool_downs.get(server) if runtime is not None else None
@@ -184,11 +227,12 @@ def _status(sources: ToolSources, runtime: McpRuntime | None) -> McpStatusAnswer
             offered=U64(sum(1 for v in verdicts.values() if v.status == "offered")),
             disabled=[DisabledTool(tool=v.mcp_name, rule=v.rule or "", message=v.message or "")
                       for _, v in sorted(verdicts.items()) if v.status == "disabled"],
-            failures=U64(cool.failures if cool is not None else 0)))
+            failures=U64(cool.failures if cool is not None else 0),
+            tools=None if only is None else _offered_views(sources, server)))
     return McpStatusAnswer(servers=servers)
 
 
-async def _probe(body: McpProbeRequest, peer: PeerCred, daemon: Daemon) -> AdminAnswer:
+async def _probe(body: McpProbeRequest, peer: PeerCred, daemon: Daemon) -> McpProbeAnswer:
     sources = await _refreshed(daemon)
     if not sources.state.report.ok:
         raise SourcesInvalid("the source set has problems; nothing can be pinned until "
@@ -205,8 +249,9 @@ async def _probe(body: McpProbeRequest, peer: PeerCred, daemon: Daemon) -> Admin
         protocol=None if decl.protocol == "auto" else decl.protocol, list_digest=None,
         reason=None, drift=None)])
     log.info("mcp_probe %d of %s by uid %d", probe_id, decl.id, peer.uid)
-    found = await probe_mcp_server(runtime.launcher, decl, lambda: name,
-                                   version=runtime.version)
+    found = await runtime.probe(decl, name)
+    if found.egress is not None:
+        await daemon.ledger.record([_probed_record(decl.id, probe_id, name, found)])
     if found.listed is None:
         raise ProbeFailed(f"the server {decl.id} could not be probed: "
                           f"{_bounded(found.problem or 'no list')}")
@@ -240,6 +285,19 @@ async def _probe(body: McpProbeRequest, peer: PeerCred, daemon: Daemon) -> Admin
                           suggested_kinds=dict(item["suggested_kinds"]))
                for item in items],
         invalidates=[Invalidated(grant=grant, rule=rule) for grant, rule in lost])
+
+
+def _probed_record(server: str, probe_id: int, name: str, found: McpProbe
+                   ) -> McpServerRecord:
+    """`mcp_server probed`: the end of a probe with egress, every connection of its
+    containers (issue 26; written whatever the probe found, before the answer)."""
+    listed = found.listed
+    return McpServerRecord(
+        server=server, call=None, probe_id=U64(probe_id), container=name, event="probed",
+        protocol=listed.protocol if listed is not None else None, list_digest=None,
+        reason=None if found.problem is None else _bounded(found.problem), drift=None,
+        egress=[structure(item, EgressRecord) for item in found.egress or ()],
+        egress_truncated=found.egress_truncated)
 
 
 async def _pin(body: McpPinRequest, peer: PeerCred, daemon: Daemon) -> AdminAnswer:
@@ -279,12 +337,17 @@ async def _pin_passkey(body: McpPinRequest, peer: PeerCred,
                        daemon: Daemon) -> PasskeyUse | None:
     if body.assertion is None and not daemon.config.require_passkey:
         return None
+    invalidates = [{"grant": g.grant, "rule": g.rule} for g in body.invalidates]
     challenge = pin_challenge(server=body.server, probe_id=body.probe_id, digest=body.digest,
-                              invalidates=[{"grant": g.grant, "rule": g.rule}
-                                           for g in body.invalidates])
+                              invalidates=invalidates)
     found = await verified_assertion(daemon, body.assertion, challenge, peer,
                                      f"pinning {body.server}")
-    await keep_use(daemon, found, what="nothing was pinned")
+    # What the challenge covers that the record does not, for `bxctl audit verify`.
+    sidecar = pin_sidecar_bytes(server=body.server, digest=body.digest,
+                                probe_id=body.probe_id, invalidates=invalidates,
+                                rp_id=daemon.passkeys.rp_id or "",
+                                origins=daemon.passkeys.origins)
+    await keep_use(daemon, found, what="nothing was pinned", sidecar=sidecar)
     return found.use
 
 

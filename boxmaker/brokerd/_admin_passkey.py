@@ -134,10 +134,12 @@ async def verified_assertion(daemon: Daemon, assertion: Assertion | None, challe
     return await _verified(daemon, assertion, challenge, None, peer, what)
 
 
-async def keep_use(daemon: Daemon, found: VerifiedUse, *, what: str) -> None:
-    """`keep_assertion` in a thread; raises AssertionNotKept (`what` says what was not done)."""
+async def keep_use(daemon: Daemon, found: VerifiedUse, *, what: str,
+                   sidecar: bytes | None = None) -> None:
+    """`keep_assertion` (with its challenge `sidecar`) in a thread; raises
+    AssertionNotKept (`what` says what was not done)."""
     try:
-        await trio.to_thread.run_sync(keep_assertion, daemon.config.audit, found)
+        await trio.to_thread.run_sync(keep_assertion, daemon.config.audit, found, sidecar)
     except OSError as exc:
         raise AssertionNotKept(f"brokerd: the assertion could not be kept beside the audit log "
                                f"({exc.strerror or exc}); {what}") from exc

@@ -4,7 +4,7 @@
   checks): every `*.toml` of the sources directory.
 - `load_sources`: `[tool_sources]` -> the `SourceState` (`proto.mcp`'s rules).
 - `server_states`: each declared server with its pin, as the log's newest pin
-  record (`PinLedger`) and `audit/pins/<digest>.json` say (`check_pin`: an
+  record (`PinLedger`) and `audit/pins/<digest>.json` say (`_pin_choice.choose_pins`: an
   edited or planted file, another digest, a changed declaration: unpinned,
   with the reason).
 - `write_pin`: the pin file, durable before its `mcp_pin` record (a fresh
@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .._atomic_file import fsync_directory
 from .._audit_files import pin_reader
+from .._pin_choice import choose_pins
 from .._source_files import read_source_files
 from ..proto.mcp import (
     Pin,
@@ -27,7 +28,6 @@ from ..proto.mcp import (
     ToolSourcesConfig,
     encode_pin,
     parse_source_files,
-    pin_source,
 )
 from .runner._mcp_runtime import McpServerState
 
@@ -45,14 +45,10 @@ def load_sources(home: Path, config: ToolSourcesConfig, *,
 def server_states(sources: SourceSet, ledger: PinLedger,
                   audit_dir: Path) -> dict[str, McpServerState]:
     """Every declared server with its pin, or the reason it is unpinned."""
-    read = pin_reader(audit_dir)
-    out: dict[str, McpServerState] = {}
-    for server_id, decl in sources.servers.items():
-        newest = ledger.newest(server_id)
-        data = read(newest.digest) if newest is not None and newest.digest is not None else None
-        checked = ledger.check(server_id, file=data, current=pin_source(decl))
-        out[server_id] = McpServerState(decl=decl, pin=checked.pin, unpinned=checked.reason)
-    return out
+    checked = choose_pins(sources.servers, ledger, pin_reader(audit_dir))
+    return {server_id: McpServerState(decl=decl, pin=checked[server_id].pin,
+                                      unpinned=checked[server_id].reason)
+            for server_id, decl in sources.servers.items()}
 
 
 def write_pin(audit_dir: Path, pin: Pin) -> Path:

@@ -27,7 +27,7 @@ import attrs
 
 from .._errors import PeerError, UnavailableError
 from .._passkey_check import FramedCeremony, check_not_framed
-from ..proto.audit import ApprovalRecord, PasskeyRecord, PasskeyUse, Record
+from ..proto.audit import ApprovalRecord, McpPinRecord, PasskeyRecord, PasskeyUse, Record
 from ..proto.wire import B64URL_MAX, Assertion, EnrolAction, b64url, from_b64url
 
 ENROLMENT_SECONDS = 600.0
@@ -133,7 +133,7 @@ class PasskeyRegistry:
                     added_seq=record.seq)
             else:
                 self.credentials.pop(event.credential_id, None)
-        elif isinstance(event, ApprovalRecord) and event.passkey is not None:
+        elif isinstance(event, (ApprovalRecord, McpPinRecord)) and event.passkey is not None:
             found = self.credentials.get(event.passkey.credential_id)
             if found is not None:
                 found.sign_count = max(found.sign_count, event.passkey.sign_count)

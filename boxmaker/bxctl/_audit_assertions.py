@@ -13,6 +13,12 @@ their one canonical form.  `check` then reads
 and re-verifies the signature over the challenge rebuilt from the log.
 An approval whose files are missing (kept before the sidecar existed, or
 removed) cannot be re-verified: a failure, as a wrong signature is.
+
+An `mcp_pin` record with a `passkey` is checked the same way (issue 26,
+`_pin_assertion`): its kept assertion and sidecar, the credential the log
+enrolled before it, the challenge recomputed from the record and the sidecar,
+and a sign count that does not go back from the credential's previous use in
+the log (an approval's or a pin's).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from typing import Any
 import attrs
 
 from .._passkey_check import MAX_SIDECAR, LoggedApproval, recheck
+from .._pin_assertion import MAX_PIN_SIDECAR, LoggedPin, recheck_pin
 from ..proto._escape import escape_line
 from ..proto.audit import (
     ApprovalRecord,
@@ -33,6 +40,7 @@ from ..proto.audit import (
     Call,
     DecisionRecord,
     LineFacts,
+    McpPinRecord,
     OutcomeAsk,
     PasskeyRecord,
     Record,
@@ -43,13 +51,16 @@ from ..proto.wire import from_b64url
 ASSERTIONS_DIR = "assertions"
 CHALLENGE_SUFFIX = ".challenge.json"
 MAX_KEPT = 256 * 1024
+RUNBOOK = "docs/runbook.md#kept-assertion-failed"
 
 
 @attrs.frozen(kw_only=True)
 class AssertionFinding:
     seq: int
-    approval_id: int
+    approval_id: int | None
     detail: str
+    server: str | None = None
+    """The pinned server, for an `mcp_pin` record's assertion (approval_id None)."""
 
 
 @attrs.define
@@ -66,6 +77,9 @@ class KeptAssertions:
         self._ask_lines: dict[int, list[bytes]] = {}
         self._asks: dict[tuple[int, int], str] = {}
         self.approvals: list[LoggedApproval] = []
+        self.pins: list[LoggedPin] = []
+        self._counts: dict[str, int] = {}
+        """Each credential's sign count at its newest use in the log so far."""
 
     def feed(self, record: Record) -> None:
         event = record.event
@@ -83,6 +97,17 @@ class KeptAssertions:
                 self._keys.pop(event.credential_id, None)
         elif isinstance(event, ApprovalRecord) and event.passkey is not None:
             self._approval(record.seq, event)
+            self._counts[event.passkey.credential_id] = event.passkey.sign_count
+        elif isinstance(event, McpPinRecord) and event.passkey is not None \
+                and event.digest is not None:
+            used = event.passkey
+            self.pins.append(LoggedPin(
+                seq=record.seq, server=event.server, digest=event.digest,
+                credential_id=used.credential_id, sign_count=used.sign_count,
+                assertion_sha256=used.assertion_sha256,
+                public_key=self._keys.get(used.credential_id),
+                previous_count=self._counts.get(used.credential_id)))
+            self._counts[used.credential_id] = used.sign_count
 
     def feed_line(self, content: bytes, facts: LineFacts) -> None:
         """`feed` for a line the verifier took into the chain (its `on_line`).
@@ -99,7 +124,8 @@ class KeptAssertions:
         elif key == "decision" and b'{"ask":' in content:
             assert facts.call is not None
             self._ask_lines.setdefault(facts.call, []).append(content)
-        elif key == "passkey" or (key == "approval" and b'"passkey":{' in content):
+        elif key == "passkey" or (key in ("approval", "mcp_pin")
+                                  and b'"passkey":{' in content):
             self.feed(parse_record(content))
 
     def feed_block(self, lines: list[bytes], facts: BlockFacts, first: int) -> None:
@@ -167,7 +193,32 @@ class KeptAssertions:
                 report.failures.append(AssertionFinding(seq=logged.seq,
                                                         approval_id=logged.approval_id,
                                                         detail=problem))
+        for pin in self.pins:
+            report.total += 1
+            problem = _pin_problem(audit_dir, pin)
+            if problem is not None:
+                report.failures.append(AssertionFinding(seq=pin.seq, approval_id=None,
+                                                        detail=problem, server=pin.server))
         return report
+
+
+def _pin_problem(audit_dir: Path, pin: LoggedPin) -> str | None:
+    name = f"{ASSERTIONS_DIR}/{pin.assertion_sha256}"
+    base = audit_dir / name
+    try:
+        kept = _read(Path(f"{base}.json"), MAX_KEPT)
+    except FileNotFoundError:
+        return f"the kept assertion {name}.json is missing (expected beside the log)"
+    except (OSError, ValueError) as exc:
+        return f"the kept assertion {name}.json cannot be read: {exc}"
+    try:
+        sidecar = _read(Path(f"{base}{CHALLENGE_SUFFIX}"), MAX_PIN_SIDECAR)
+    except FileNotFoundError:
+        return (f"no challenge sidecar {name}{CHALLENGE_SUFFIX} (kept before issue 26, or "
+                "removed): the pin's assertion cannot be re-verified")
+    except (OSError, ValueError) as exc:
+        return f"the challenge sidecar {name}{CHALLENGE_SUFFIX} cannot be read: {exc}"
+    return recheck_pin(pin, kept, sidecar)
 
 
 def _read(path: Path, limit: int) -> bytes:
@@ -188,15 +239,23 @@ def _read(path: Path, limit: int) -> bytes:
 
 
 def report_lines(report: AssertionReport) -> list[str]:
-    out = [f"FAILED: kept_assertion at seq {f.seq} (approval {f.approval_id}): "
-           f"{escape_line(f.detail)}" for f in report.failures]
+    out = [f"FAILED: kept_assertion at seq {f.seq} ({_what(f)}): "
+           f"{escape_line(f.detail)}. See {RUNBOOK}" for f in report.failures]
     if report.total:
         out.append(f"assertions: {report.total - len(report.failures)} of {report.total} "
-                   "kept assertions re-verified against the calls they approved")
+                   "kept assertions re-verified against the calls they approved "
+                   "and the pins they signed")
     return out
+
+
+def _what(finding: AssertionFinding) -> str:
+    if finding.approval_id is not None:
+        return f"approval {finding.approval_id}"
+    return f"mcp_pin of {escape_line(finding.server or '')}"
 
 
 def as_json(report: AssertionReport) -> dict[str, Any]:
     return {"total": report.total,
-            "failures": [{"seq": f.seq, "approval_id": f.approval_id, "detail": f.detail}
+            "failures": [{"seq": f.seq, "approval_id": f.approval_id, "server": f.server,
+                          "detail": f.detail, "runbook": RUNBOOK}
                          for f in report.failures]}

@@ -408,6 +408,11 @@ def _mcp_text(key: str, payload: dict[str, Any]) -> str:
     if drift is not None:
         text += "".join(f", {name} {' '.join(drift[name])}" for name in
                         ("added", "removed", "changed") if drift[name])
+    egress = payload.get("egress")
+    if egress is not None:  # probed (issue 26): the probe's connections
+        refused = sum(1 for item in egress if item["refused"] is not None)
+        text += (f", {len(egress)}{'+' if payload['egress_truncated'] else ''} connections"
+                 f" ({refused} refused)")
     return text + (f": {payload['reason']}" if payload["reason"] is not None else "")
 
 

@@ -16,7 +16,6 @@ import click
 from .._brokerd_config import commands_path, compute_protected, load_config
 from .._error_table import see, shown
 from .._errors import ConfigError
-from .._source_files import offline_view, pins_directory
 from ..policy._decide import decide
 from ..policy._decision import Ask, Decision, ProtectedPaths, ToolCall
 from ..policy._explain import (
@@ -36,6 +35,7 @@ from ..proto._escape import escape_line
 from ..proto._json import dumps_terminal, loads_object
 from ..proto._taint import LABELS, Label, Taint
 from ._app import App, pass_app, text_arg
+from ._mcp_offline_cmd import offline_pins
 from ._screen import GUTTER, terminal_width, wrap_line, wrap_row
 
 
@@ -90,8 +90,7 @@ def check(app: App, directory: Path | None, as_json: bool, brokerd_config: Path 
     state = _load(where, commands_path(config))
     report = state.report
     # the dormant grants against the configured sources and the pin files (12)
-    _, _, registry = offline_view(config.sources, pins_directory(config.audit),
-                                  runner_output_max=config.runner.output_max_bytes)
+    _, registry = offline_pins(config)
     dormant = dormant_grants(state, registry) if isinstance(state, GrantSet) else []
     if as_json:
         _print_json({**unstructure(report), "dormant": dormant_json(dormant)})
@@ -201,10 +200,7 @@ def explain(
     taint = Taint(label=label, untrusted=untrusted)
     registry = NO_SOURCES
     if tool.startswith("mcp."):  # the tool registry of brokerd's sources and pin files
-        _, _, registry = offline_view(
-            sources_dir if sources_dir is not None else config.sources,
-            pins_dir if pins_dir is not None else pins_directory(config.audit),
-            runner_output_max=config.runner.output_max_bytes)
+        _, registry = offline_pins(config, sources=sources_dir, pins=pins_dir)
     result = decide(ToolCall(tool=tool, args=args), taint, state, protected, registry)
     if isinstance(state, InvalidGrantSet):
         if as_json:

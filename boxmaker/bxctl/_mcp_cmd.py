@@ -7,8 +7,13 @@ question.  `--yes` skips the question only when nothing changed from the
 current pin and nothing is invalidated.  Everything the server sent (names,
 descriptions, schemas, annotations, its self-reported name) is escaped and
 shown behind a gutter, as approvals are; annotations are claims, shown as
-"the server says".  Exit codes: 0 done (pinned); 1 declined, the probe failed,
-nothing to pin, or brokerd refused; 2 usage; 3 brokerd unreachable.
+"the server says".  `show` lists each offered tool as the model sees it
+(`mcp_status` naming the server: model name, description, parameters, with
+the kinds and egress brokerd derives), escaped and never cut.  Under
+`[approvals] require_passkey` the yes prints a one-time link to the approval
+page's pin page instead (`mcp_pin_link`), where the passkey signs the pin.
+Exit codes: 0 done (pinned, or the signing link printed); 1 declined, the probe
+failed, nothing to pin, or brokerd refused; 2 usage; 3 brokerd unreachable.
 """
 
 from __future__ import annotations
@@ -19,14 +24,17 @@ from typing import Any, NoReturn
 
 import click
 
+from .._probe_rows import HEAD, Row, probe_rows, tool_rows
 from ..proto._convert import unstructure
 from ..proto._escape import escape_line
 from ..proto._json import dumps, dumps_terminal
 from ..proto.wire import (
     AdminAnswer,
     AdminRequestBody,
+    Enrolment,
     ErrorAnswer,
     Invalidated,
+    McpPinLinkRequest,
     McpPinRequest,
     McpProbeAnswer,
     McpProbeRequest,
@@ -35,23 +43,19 @@ from ..proto.wire import (
     McpStatusAnswer,
     McpStatusRequest,
     McpUnpinRequest,
+    OfferedToolView,
     Ok,
+    PasskeyList,
+    PasskeysRequest,
     ProbedTool,
 )
 from ._admin_client import request
 from ._app import App, pass_app, text_arg
 from ._mcp_group import mcp
+from ._passkey_cmd import show_link
 from ._screen import GUTTER, terminal_width, wrap_line, wrap_row
 
-_HEAD = "    "
-_VALUE = _HEAD + GUTTER
-_STATUSES = ("added", "removed", "changed", "same")
-"""A probed tool's status against the current pin, in the order counted."""
-_MARK = dict(zip(_STATUSES, "+-~ ", strict=True))
-_CLAIMS = (("readOnlyHint", "read-only", "not read-only"),
-           ("destructiveHint", "destructive", "not destructive"),
-           ("idempotentHint", "idempotent", "not idempotent"),
-           ("openWorldHint", "open world", "closed world"))
+_VALUE = HEAD + GUTTER
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
@@ -88,7 +92,10 @@ def _status(app: App) -> McpStatusAnswer:
 
 
 def _one(app: App, server: str) -> McpServerView:
-    for view in _status(app).servers:
+    """`mcp_status` of one server: its view with each offered tool as the model sees it."""
+    answer: McpStatusAnswer = _expect(_ask(app, McpStatusRequest(server=server)),
+                                      McpStatusAnswer)
+    for view in answer.servers:
         if view.id == server:
             return view
     _fail(f"brokerd: no valid source declares the server {server} (bxctl mcp list)")
@@ -108,65 +115,20 @@ def _field(head: str, value: str, width: int) -> list[str]:
     return wrap_row(head, value, width, _VALUE)
 
 
-def _claims(annotations: Any) -> str | None:
-    """``the server says: read-only, not destructive`` from MCP's hint annotations."""
-    if not isinstance(annotations, dict):
-        return None
-    words = [yes if annotations[key] else no for key, yes, no in _CLAIMS
-             if isinstance(annotations.get(key), bool)]
-    return ", ".join(words) if words else None
+def _lines(rows: Sequence[Row], width: int) -> list[str]:
+    lines: list[str] = []
+    for head, value in rows:
+        lines += [head] if value is None else _field(head, value, width)
+    return lines
 
 
 def tool_lines(tool: ProbedTool, width: int) -> list[str]:
     """One probed tool, whole: every field the server sent escaped behind the gutter."""
-    raw = tool.raw
-    lines = _field(f"{_MARK[tool.status]} tool ", escape_line(tool.name), width)
-    lines[0] += "" if tool.status == "same" else f"  ({tool.status})"
-    if tool.diff:
-        lines.append(f"{_HEAD}changed fields: "
-                     + ", ".join(f"{escape_line(d.field)} {d.change}" for d in tool.diff))
-    if tool.disabled is not None:
-        lines.append(f"{_HEAD}DISABLED by {escape_line(tool.disabled)}: it would not be offered")
-    if tool.opaque is not None:
-        lines += _field(f"{_HEAD}opaque (ask or deny only): ", escape_line(tool.opaque), width)
-    claims = _claims(raw.get("annotations"))
-    if claims is not None:
-        lines.append(f"{_HEAD}the server says: {claims}")
-    for key in sorted(raw):
-        if key == "name":
-            continue
-        value = raw[key]
-        text = value if isinstance(value, str) else dumps(value)
-        lines += _field(f"{_HEAD}{escape_line(key)}: ", escape_line(text), width)
-    for name, kind in sorted(tool.suggested_kinds.items()):
-        lines += _field(f"{_HEAD}suggested kind {kind} for ", escape_line(name), width)
-    return lines
+    return _lines(tool_rows(tool), width)
 
 
 def probe_lines(probe: McpProbeAnswer, width: int) -> list[str]:
-    current = "none" if probe.pinned is None else (
-        "this list" if probe.pinned == probe.digest else probe.pinned)
-    lines = [f"server {probe.server} · protocol {escape_line(probe.protocol)} · "
-             f"{len(probe.tools)} tools",
-             f"digest  {probe.digest}",
-             f"current {current}"]
-    if probe.server_info is not None:
-        lines += _field("the server says it is ",
-                        f"{escape_line(probe.server_info.name)} "
-                        f"{escape_line(probe.server_info.version)}", width)
-    counts = {status: sum(1 for t in probe.tools if t.status == status)
-              for status in _STATUSES}
-    lines.append(", ".join(f"{n} {status}" for status, n in counts.items()))
-    for tool in probe.tools:
-        lines.append("")
-        lines += tool_lines(tool, width)
-    if probe.invalidates:
-        lines.append("")
-        lines.append("this pin would invalidate these grants:")
-        for item in probe.invalidates:
-            why = item.rule or "the tool is no longer offered"
-            lines.append(f"  {escape_line(item.grant)}  ({escape_line(why)})")
-    return lines
+    return _lines(probe_rows(probe), width)
 
 
 def unchanged(probe: McpProbeAnswer) -> bool:
@@ -195,6 +157,32 @@ def show_lines(view: McpServerView, width: int) -> list[str]:
     for tool in view.disabled:
         lines += _field(f"disabled ({escape_line(tool.rule)}) ",
                         f"{escape_line(tool.tool)}: {escape_line(tool.message)}", width)
+    if view.tools is None:
+        return lines
+    if view.offered and not view.tools:
+        lines.append("the model sees none of its tools: they would not fit one frame of "
+                     "its tool list")
+    for offered in view.tools:
+        lines.append("")
+        lines += offered_lines(offered, width)
+    return lines
+
+
+def offered_lines(tool: OfferedToolView, width: int) -> list[str]:
+    """One offered tool as the model sees it, whole: its model name, the pinned (or the
+    owner's) description and parameters escaped behind the gutter, and the kinds and
+    egress brokerd derives."""
+    lines = [f"tool {escape_line(tool.model_name)}  (on the wire {escape_line(tool.name)})"]
+    lines += _field(f"{HEAD}description: ", escape_line(tool.description), width)
+    if tool.opaque is not None:
+        lines += _field(f"{HEAD}opaque (ask or deny only): ", escape_line(tool.opaque), width)
+    if tool.kinds:
+        for name, kind in tool.kinds.items():
+            lines += _field(f"{HEAD}kind {escape_line(kind)} for ", escape_line(name), width)
+    else:
+        lines.append(f"{HEAD}kinds: none (no argument is a path, url or host)")
+    lines.append(f"{HEAD}egress: {escape_line(tool.egress)}")
+    lines += _field(f"{HEAD}parameters: ", escape_line(dumps(tool.parameters)), width)
     return lines
 
 
@@ -219,7 +207,8 @@ def mcp_list(app: App, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the server's mcp_status entry.")
 @pass_app
 def mcp_show(app: App, server: str, as_json: bool) -> None:
-    """One server: its pin, offered and disabled tools and why."""
+    """One server: its pin, each offered tool as the model sees it (with its kinds and
+    egress), and the disabled ones and why."""
     view = _one(app, _server_arg(server))
     if as_json:
         click.echo(dumps_terminal(unstructure(view)))
@@ -237,9 +226,16 @@ start timeout, twice for an era probe, and some."""
 @click.argument("server", metavar="SERVER")
 @click.option("--yes", is_flag=True,
               help="Pin without asking when nothing changed and nothing is invalidated.")
+@click.option("--no-qr", is_flag=True,
+              help="Under require_passkey: print the signing link without its QR code.")
 @pass_app
-def mcp_pin(app: App, server: str, yes: bool) -> None:
-    """Probe SERVER, show everything and the diff, confirm, and pin."""
+def mcp_pin(app: App, server: str, yes: bool, no_qr: bool) -> None:
+    """Probe SERVER, show everything and the diff, confirm, and pin.
+
+    Under [approvals] require_passkey the pin is signed on the approval page: on
+    yes, bxctl prints a one-time link (and QR code) to a page that shows the same
+    probe and signs the pin with your passkey; brokerd pins when it verifies.
+    """
     server = _server_arg(server)
     probe: McpProbeAnswer = _expect(_ask(app, McpProbeRequest(server=server),
                                          timeout=PROBE_SECONDS), McpProbeAnswer)
@@ -254,10 +250,20 @@ def mcp_pin(app: App, server: str, yes: bool) -> None:
                 f"{len(probe.invalidates)} grants would stop applying. Pin anyway?",
                 default=False):
             _fail("not pinned")
-    answer = _ask(app, McpPinRequest(
-        server=server, probe_id=probe.probe_id, digest=probe.digest,
-        invalidates=[Invalidated(grant=i.grant, rule=i.rule) for i in probe.invalidates]))
-    _expect(answer, Ok)  # under require_passkey: passkey_required, with its runbook
+    invalidates = [Invalidated(grant=i.grant, rule=i.rule) for i in probe.invalidates]
+    passkeys: PasskeyList = _expect(_ask(app, PasskeysRequest()), PasskeyList)
+    if passkeys.require_passkey:
+        link: Enrolment = _expect(_ask(app, McpPinLinkRequest(
+            server=server, probe_id=probe.probe_id, digest=probe.digest,
+            invalidates=invalidates)), Enrolment)
+        show_link(link, f"sign the pin of {server} as {probe.digest[:12]}", not no_qr)
+        click.echo("")
+        click.echo(f"{server} is pinned when your passkey signs it there "
+                   "(bxctl mcp list shows it)")
+        return
+    answer = _ask(app, McpPinRequest(server=server, probe_id=probe.probe_id,
+                                     digest=probe.digest, invalidates=invalidates))
+    _expect(answer, Ok)
     click.echo(f"pinned {server} {probe.digest}")
 
 

@@ -2,8 +2,9 @@
 
 Both read what brokerd reads, as `bxctl grants check` does: brokerd's config
 (`--brokerd-config`, or ``$BOXMAKER_HOME/brokerd.toml`` when it exists) names
-the sources directory and the audit directory; a pin is a file of
-`audit/pins/` whose digest recomputes (`boxmaker._source_files`).
+the sources directory and the audit directory; a server's pin is the one
+brokerd would use: the log's newest pin record after the last accepted
+break, whose `audit/pins/` file holds (`boxmaker._source_files`).
 
 - `check [DIR]`: the sources report (S1..S17 rules of the declarations), exit
   0 valid, 1 problems;
@@ -23,11 +24,13 @@ import click
 from .._brokerd_config import BrokerdConfig, load_config
 from .._error_table import DENIAL_RUNBOOKS
 from .._errors import ConfigError
-from .._source_files import offline_pin, offline_view, pins_directory, read_sources
+from .._source_files import offline_pin, offline_view, read_sources
+from ..policy._explain import check_report_lines
+from ..policy._mcp_verdict import McpRegistry
 from ..proto._convert import unstructure
 from ..proto._escape import escape_line
 from ..proto._json import dumps_terminal
-from ..proto.mcp import SourcesReport, grant_stubs, tool_verdicts
+from ..proto.mcp import PinCheck, grant_stubs, tool_verdicts
 from ._app import text_arg
 from ._mcp_group import mcp
 from ._screen import terminal_width, wrap_line
@@ -47,27 +50,20 @@ def _config(path: Path | None) -> BrokerdConfig:
         raise click.UsageError(f"brokerd config: {exc}") from None
 
 
-def sources_report_lines(report: SourcesReport, directory: str) -> list[str]:
-    """`bxctl mcp check`: one escaped line per problem, then a summary line."""
-    lines: list[str] = []
-    for problem in report.problems:
-        where = problem.file
-        if problem.index is not None:
-            where += f" server {problem.index}"
-            if problem.server is not None:
-                where += f" ({problem.server})"
-        lines.append(escape_line(f"{problem.rule} {where}: {problem.message}"))
-    place = escape_line(directory)
-    if report.ok:
-        noun = "server" if report.count == 1 else "servers"
-        lines.append(f"ok: {report.count} MCP {noun} in {place}, digest {report.digest}")
-    else:
-        files = len({p.file for p in report.problems})
-        noun = "problem" if len(report.problems) == 1 else "problems"
-        lines.append(f"not ok: {len(report.problems)} {noun} in {files} "
-                     f"file{'s' if files != 1 else ''} of {place}; every mcp.* call is denied "
-                     f"while the set is invalid. See {DENIAL_RUNBOOKS['sources_invalid']}")
-    return lines
+def offline_pins(config: BrokerdConfig, *, sources: Path | None = None,
+                 pins: Path | None = None) -> tuple[dict[str, PinCheck], McpRegistry]:
+    """Each declared server's pin as brokerd chooses it from its log and pin files
+    (`_source_files.offline_view`); exit 1 when the log cannot be read."""
+    try:
+        _, checks, registry = offline_view(
+            sources if sources is not None else config.sources, config.audit,
+            runner_output_max=config.runner.output_max_bytes, pins_dir=pins)
+    except OSError as exc:
+        click.echo(wrap_line(escape_line(
+            f"bxctl: the audit log cannot be read ({exc.strerror or exc}): which pin holds "
+            "is the log's newest pin record"), terminal_width()), err=True)
+        _exit(1)
+    return checks, registry
 
 
 @mcp.command("check")
@@ -88,7 +84,9 @@ def check(directory: Path | None, as_json: bool, brokerd_config: Path | None) ->
         click.echo(dumps_terminal(unstructure(report)))
     else:
         width = terminal_width()
-        for line in sources_report_lines(report, os.fsdecode(where)):
+        for line in check_report_lines(report, os.fsdecode(where), noun="server",
+                                       runbook=DENIAL_RUNBOOKS["sources_invalid"],
+                                       counted="MCP server", denied="every mcp.* call"):
             click.echo(wrap_line(line, width))
     _exit(0 if report.ok else 1)
 
@@ -106,8 +104,7 @@ def draft(server: str, brokerd_config: Path | None) -> None:
     """
     server = text_arg(server, "SERVER")
     config = _config(brokerd_config)
-    _, pins, registry = offline_view(config.sources, pins_directory(config.audit),
-                                     runner_output_max=config.runner.output_max_bytes)
+    checks, registry = offline_pins(config)
     width = terminal_width()
     if not registry.valid:
         click.echo(wrap_line(f"bxctl: the tool-source set has problems (bxctl mcp check "
@@ -119,10 +116,10 @@ def draft(server: str, brokerd_config: Path | None) -> None:
         click.echo(wrap_line(escape_line(f"bxctl: no source declares the MCP server "
                                          f"{server}"), width), err=True)
         _exit(1)
-    pin = offline_pin(pins, registry, server)
+    pin = offline_pin(checks, server)
     if pin is None:
         click.echo(wrap_line(escape_line(
-            f"bxctl: the MCP server {server} has no pin file that holds "
+            f"bxctl: the MCP server {server} is unpinned "
             f"({one.unpinned or 'none'}); bxctl mcp pin {server} reviews and pins it. "
             f"See {DENIAL_RUNBOOKS['source_unpinned']}"), width), err=True)
         _exit(1)

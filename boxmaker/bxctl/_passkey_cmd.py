@@ -38,7 +38,7 @@ def local_expiry(expires_at: str, now: dt.datetime | None = None) -> str:
     return f"{moment.astimezone().strftime('%H:%M:%S %Z')} (in {span})"
 
 
-def _show_link(enrolment: Enrolment, what: str, qr: bool) -> None:
+def show_link(enrolment: Enrolment, what: str, qr: bool) -> None:
     if enrolment.url is None:  # pragma: no cover - brokerd always names its first origin
         click.echo(f"token {enrolment.token}")
         return
@@ -67,7 +67,7 @@ def add(app: App, name: str, no_qr: bool) -> None:
         raise click.UsageError("--name is 1 to 64 printable characters")
     answer = _expect(_ask(app, PasskeyEnrolRequest(action="add", name=name,
                                                    credential_id=None)), Enrolment)
-    _show_link(answer, f"enrol it as {name!r}", not no_qr)
+    show_link(answer, f"enrol it as {name!r}", not no_qr)
 
 
 @passkey.command("list")
@@ -103,4 +103,4 @@ def remove(app: App, credential_id: str, no_qr: bool) -> None:
         raise click.UsageError("ID is a credential id as bxctl passkey list shows it (base64url)")
     answer = _expect(_ask(app, PasskeyEnrolRequest(action="remove", name=None,
                                                    credential_id=credential_id)), Enrolment)
-    _show_link(answer, "confirm the removal", not no_qr)
+    show_link(answer, "confirm the removal", not no_qr)

@@ -10,10 +10,11 @@ from typing import Any
 
 from .._error_table import DENIAL_RUNBOOKS
 from ..proto._escape import escape_line
+from ..proto.mcp import SourcesReport
 from ..proto.tools import CATALOGUE, RunCommandArgs
 from ._commands import CommandExplanation, CommandGrant, explain_command
 from ._decision import Ask, Decision
-from ._model import GrantSet, GrantsReport
+from ._model import GrantProblem, GrantSet, GrantsReport
 
 
 def command_explanations(result: Decision | Ask,
@@ -101,24 +102,37 @@ def explain_rows(result: Decision | Ask, grants: GrantSet | None) -> list[tuple[
 
 def report_lines(report: GrantsReport, directory: str) -> list[str]:
     """`bxctl grants check`: one line per problem, then a summary line."""
+    return check_report_lines(report, directory, noun="grant",
+                              runbook=DENIAL_RUNBOOKS["grants_invalid"])
+
+
+def check_report_lines(report: GrantsReport | SourcesReport, directory: str, *, noun: str,
+                       runbook: str | None, counted: str | None = None,
+                       denied: str = "every call") -> list[str]:
+    """The lines of a `check` report (`bxctl grants check`, `bxctl mcp check`): one
+    escaped line per problem, `<rule> <file> <noun> <index> (<id>): <message>`, then a
+    summary line: how many `counted` (default `noun`) entries, or how many problems
+    and that `denied` is denied while the set is invalid, with the `runbook` anchor."""
     lines: list[str] = []
     for problem in report.problems:
         where = problem.file
         if problem.index is not None:
-            where += f" grant {problem.index}"
-            if problem.grant is not None:
-                where += f" ({problem.grant})"
+            where += f" {noun} {problem.index}"
+            entry = problem.grant if isinstance(problem, GrantProblem) else problem.server
+            if entry is not None:
+                where += f" ({entry})"
         lines.append(escape_line(f"{problem.rule} {where}: {problem.message}"))
     place = escape_line(directory)
     if report.ok:
-        noun = "grant" if report.count == 1 else "grants"
-        lines.append(f"ok: {report.count} {noun} in {place}, digest {report.digest}")
+        entries = counted or noun
+        lines.append(f"ok: {report.count} {entries}{'' if report.count == 1 else 's'} in "
+                     f"{place}, digest {report.digest}")
     else:
         files = len({p.file for p in report.problems})
-        noun = "problem" if len(report.problems) == 1 else "problems"
+        problems = "problem" if len(report.problems) == 1 else "problems"
         lines.append(
-            f"not ok: {len(report.problems)} {noun} in {files} "
-            f"file{'s' if files != 1 else ''} of {place}; every call is denied while the set "
-            f"is invalid. See {DENIAL_RUNBOOKS['grants_invalid']}"
+            f"not ok: {len(report.problems)} {problems} in {files} "
+            f"file{'s' if files != 1 else ''} of {place}; {denied} is denied while the set "
+            f"is invalid. See {runbook}"
         )
     return lines

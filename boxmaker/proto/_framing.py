@@ -3,7 +3,8 @@
 A frame is a 4-byte unsigned big-endian length N, then N bytes of UTF-8 JSON
 holding one object, with 1 <= N <= 8 MiB.  `FrameDecoder` is fed bytes and
 hands out complete frame bodies; an announced length out of range is refused
-as soon as the 4 header bytes are there, before any of the body is read.
+as soon as the 4 header bytes are there, before any of the body is read (behind
+a complete frame: once that frame has been taken).
 """
 
 from __future__ import annotations
@@ -45,14 +46,18 @@ class FrameDecoder:
             self._need = length
 
     def next_frame(self) -> bytes | None:
-        """The next complete body, or None if more bytes are needed."""
+        """The next complete body, or None if more bytes are needed.
+
+        A bad header behind a complete frame is refused by the call after the one that
+        hands out that frame: a frame that arrived whole is never lost to the bytes
+        that follow it."""
+        self._check_header()
         if self._need is None or len(self._buffer) < HEADER.size + self._need:
             return None
         end = HEADER.size + self._need
         body = bytes(self._buffer[HEADER.size : end])
         del self._buffer[:end]
         self._need = None
-        self._check_header()
         return body
 
     @property

@@ -64,9 +64,9 @@ def source_path(home: Path) -> Path:
 def pin_advice(require_passkey: bool) -> str:
     """What the owner runs to pin the starter server when up did not."""
     if require_passkey:
-        return (f"under [approvals] require_passkey a pin needs a passkey assertion, which "
-                f"up cannot give: `{PIN_COMMAND}` is refused passkey_required until it "
-                "can sign; until then the time tools are not offered")
+        return (f"the time server is not pinned: run `{PIN_COMMAND}` to review its tools; "
+                "under [approvals] require_passkey it prints a link where your passkey "
+                "signs the pin on the approval page")
     return f"the time server is not pinned: run `{PIN_COMMAND}` to review its tools and pin it"
 
 
@@ -89,12 +89,14 @@ async def offer_first_pin(bxctl: Sequence[str], *, interactive: bool, require_pa
                           say: Callable[[str], None]) -> None:
     """After brokerd is up: when the starter server was never pinned, run `bxctl mcp pin
     time` (the probe, the whole tool list as it shows it, its question) on the owner's
-    terminal; without a terminal, or under require_passkey, only say what to run."""
+    terminal; without a terminal only say what to run.  Under require_passkey bxctl's
+    yes prints the approval page's link that signs the pin (the server is pinned
+    when the passkey signs it there)."""
     listed = await trio.run_process([*bxctl, "mcp", "list", "--json"], capture_stdout=True,
                                     capture_stderr=True, check=False, stdin=b"")
     if listed.returncode != 0 or not unpinned_never(listed.stdout):
         return
-    if require_passkey or not interactive:
+    if not interactive:
         say(pin_advice(require_passkey))
         return
     say("the starter time server is not pinned yet: here is what it serves")

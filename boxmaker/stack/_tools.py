@@ -80,53 +80,47 @@ def _mcp_image(scripts: Path, say: Callable[[str], None]) -> str | None:
     """The reference MCP servers' image (`scripts/build-mcp-image`: mcp-server-time and
     the others from PyPI on the tools image), built when missing; None when it cannot be
     (the starter `time` source is then left out)."""
-    build = scripts / "build-mcp-image"
-    if not build.is_file():
-        return None
-    check = subprocess.run([str(build), "--check"], stdin=subprocess.DEVNULL,
-                           capture_output=True, text=True, check=False)
-    image = check.stdout.strip()
-    if check.returncode == 0 and _DIGEST.fullmatch(image):
-        return image
-    started = time.monotonic()
-    say("building the MCP image for the starter time server (mcp-server-time from PyPI on "
-        "the tools image: a minute or so the first time)")
-    built = subprocess.run([str(build)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                           text=True, check=False)
-    lines = (built.stdout or "").split()
-    image = lines[-1] if lines else ""
-    if built.returncode != 0 or not _DIGEST.fullmatch(image):
-        say(f"building the MCP image failed (exit {built.returncode}, see above): the starter "
-            "time server is left out; run scripts/build-mcp-image, then ./scripts/up again "
-            "(or ./scripts/up --no-mcp)")
-        return None
-    say(f"MCP image {image} built in {_elapsed(started)}")
-    return image
+    return _built_image(
+        scripts / "build-mcp-image", "MCP image",
+        "the starter time server is left out; run scripts/build-mcp-image, then "
+        "./scripts/up again (or ./scripts/up --no-mcp)",
+        building="the MCP image for the starter time server (mcp-server-time from PyPI on "
+        "the tools image: a minute or so the first time)", say=say)
 
 
 def _commands_image(scripts: Path, say: Callable[[str], None]) -> str | None:
     """The default commands image's digest, built when missing; None when it cannot be."""
-    build = scripts / "build-commands-image"
-    if not build.is_file():
+    return _built_image(
+        scripts / "build-commands-image", "commands image",
+        "run_command stays unconfigured; run scripts/build-commands-image, then "
+        "./scripts/up again",
+        building="the default commands image for run_command (coreutils grep sed git make "
+        "python3, by mmdebstrap: a few minutes the first time)", say=say)
+
+
+def _built_image(script: Path, what: str, failure_text: str, *, building: str,
+                 say: Callable[[str], None]) -> str | None:
+    """The digest of the image `script` builds (`script --check` first), built when
+    missing; None when there is no script or the build fails (said, with `failure_text`:
+    what is left out and what to run).  `what` names the image in what is said
+    ("MCP image"); `building` says what is being built and how long it takes."""
+    if not script.is_file():
         return None
-    check = subprocess.run([str(build), "--check"], stdin=subprocess.DEVNULL,
+    check = subprocess.run([str(script), "--check"], stdin=subprocess.DEVNULL,
                            capture_output=True, text=True, check=False)
     image = check.stdout.strip()
     if check.returncode == 0 and _DIGEST.fullmatch(image):
         return image
     started = time.monotonic()
-    say("building the default commands image for run_command (coreutils grep sed git make "
-        "python3, by mmdebstrap: a few minutes the first time)")
-    built = subprocess.run([str(build)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+    say(f"building {building}")
+    built = subprocess.run([str(script)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                            text=True, check=False)
     lines = (built.stdout or "").split()
     image = lines[-1] if lines else ""
     if built.returncode != 0 or not _DIGEST.fullmatch(image):
-        say(f"building the commands image failed (exit {built.returncode}, see above): "
-            "run_command stays unconfigured; run scripts/build-commands-image, then "
-            "./scripts/up again")
+        say(f"building the {what} failed (exit {built.returncode}, see above): {failure_text}")
         return None
-    say(f"commands image {image} built in {_elapsed(started)}")
+    say(f"{what} {image} built in {_elapsed(started)}")
     return image
 
 

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -114,14 +115,17 @@ rest = "any"
 class Stack:
     """brokerd + page + Chromium with a virtual authenticator."""
 
-    def __init__(self, *, ttl_ms: int = 600_000, require_passkey: bool = True) -> None:
+    def __init__(self, *, ttl_ms: int = 600_000, require_passkey: bool = True,
+                 make_home: Callable[[str], Home] | None = None) -> None:
+        """`make_home`: a home of the caller's, given the `[approvals]` lines."""
         self.port = free_port()
         self.origin = f"https://localhost:{self.port}"
         extra = f'rp_id = "localhost"\norigins = ["{self.origin}"]\n'
         if require_passkey:
             extra += "require_passkey = true\n"
-        self.home = Home(grants={"ask.toml": ECHO_ASK, "commands.toml": COMMAND_ASK},
-                         ttl_ms=ttl_ms, approvals_extra=extra)
+        self.home = make_home(extra) if make_home is not None else Home(
+            grants={"ask.toml": ECHO_ASK, "commands.toml": COMMAND_ASK}, ttl_ms=ttl_ms,
+            approvals_extra=extra)
         self.brokerd: BrokerdProcess = start(self.home)
         self.page = PageProcess(self.home, self.origin, self.port)
         self.browser_home = Path(tempfile.mkdtemp(prefix="bx-chromium-"))

@@ -8,6 +8,7 @@ The log verifies afterwards."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
 
@@ -91,3 +92,43 @@ def test_probe_and_pin_refusals(home: Home) -> None:
     assert status == {"servers": []}
     assert home.events("mcp_server") == [] and home.events("mcp_pin") == []
     _verify(home)
+
+
+def test_a_probe_with_hosts_starts_its_sidecar_and_records_probed() -> None:
+    """Issue 26: a server with `hosts` is probed beside a `-net-p<probe id>` sidecar
+    (here the stand-in podman's, which never becomes ready: the probe fails before the
+    server starts), and the end of the probe is an `mcp_server probed` record, with no
+    connections, after the `probe` record; a server without `hosts` runs no sidecar
+    and has no `probed` record."""
+    from tests.brokerd._mcp_home import fake_mcp_home
+
+    home = fake_mcp_home({"net": [], "bare": []})
+    try:
+        source = home.home / "sources" / "net.toml"
+        source.write_text(source.read_text() + 'hosts = ["api.example.org"]\n')
+        proc = start(home)
+        try:
+            net = admin(home.admin, "mcp_probe", {"server": "net"}, timeout=60)
+            bare = admin(home.admin, "mcp_probe", {"server": "bare"}, timeout=60)
+        finally:
+            assert proc.stop() == 0, proc.log()
+        assert net["error"]["code"] == "source_unavailable", net
+        assert "did not become ready" in net["error"]["message"]
+        assert "mcp_probe" in bare, bare
+        records = home.events("mcp_server")
+        assert [(r["server"], r["event"]) for r in records] == [
+            ("net", "probe"), ("net", "probed"), ("bare", "probe")]
+        probed = records[1]
+        assert probed["probe_id"] == records[0]["probe_id"]
+        assert probed["container"] == records[0]["container"]
+        assert probed["egress"] == [] and probed["egress_truncated"] is False
+        assert "did not become ready" in probed["reason"]
+        calls = (home.root / "podman-state" / "calls").read_text().splitlines()
+        sidecars = [json.loads(line) for line in calls if '"egress-forward"' in line]
+        assert len(sidecars) == 1
+        name = sidecars[0][sidecars[0].index("--name") + 1]
+        assert name == records[0]["container"].replace(
+            "-mcp-net-p", "-net-p")  # boxmaker-<instance>-net-p<probe id>
+        _verify(home)
+    finally:
+        home.cleanup()

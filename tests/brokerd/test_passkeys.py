@@ -3,6 +3,7 @@ enrolment links; and the RP id / origin rules shared with the page."""
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from boxmaker._passkey_origin import check_passkey_settings, origin_problem
@@ -13,11 +14,14 @@ from boxmaker.brokerd._passkeys import (
     PasskeyInvalid,
     PasskeyRegistry,
 )
+from boxmaker.brokerd._tool_sources import pin_record
 from boxmaker.proto._convert import U64, structure
 from boxmaker.proto.audit._audit import ApprovalRecord, Record
 from boxmaker.proto.audit._audit_passkey import PasskeyRecord, PasskeyUse
 from boxmaker.proto.wire._wire_passkey import Assertion, approval_challenge, b64url, from_b64url
+from tests.brokerd._mcp_home import pin_for
 from tests.fakes.authenticator import SoftAuthenticator
+from tests.test_source_files import SOURCE, TOOLS
 
 ORIGIN = "https://box.lan:8443"
 
@@ -51,6 +55,11 @@ def test_credentials_and_counts_come_from_records() -> None:
     reg.feed(record(6, ApprovalRecord(call=U64(1), approval_id=U64(2), verdict="approved",
                                       by=U64(1), reason=None, redecision=None, passkey=use)))
     assert reg.credentials[key.id].sign_count == 9
+    # a signed pin moves the count too (a restart must not accept an older assertion)
+    pinned = PasskeyUse(credential_id=key.id, sign_count=U64(12), assertion_sha256="1" * 64)
+    reg.feed(record(6, attrs.evolve(pin_record(pin_for(SOURCE, "git", TOOLS), prev=None, by=1),
+                                    passkey=pinned)))
+    assert reg.credentials[key.id].sign_count == 12
     reg.feed(record(7, PasskeyRecord(action="added", credential_id="AAAA", name="bad",
                                      public_key="!!", by=U64(1))))
     assert "AAAA" not in reg.credentials  # a key that does not decode is never a credential

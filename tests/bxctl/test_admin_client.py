@@ -7,16 +7,13 @@ from __future__ import annotations
 
 import os
 import socket
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from boxmaker.bxctl._admin_client import EXIT_UNREACHABLE, DaemonUnreachable, request
 from boxmaker.proto._convert import U64
-from boxmaker.proto._framing import FrameDecoder, encode_frame
 from boxmaker.proto.wire._wire import Ok
 from boxmaker.proto.wire._wire_admin import (
     ApproveRequest,
@@ -24,64 +21,28 @@ from boxmaker.proto.wire._wire_admin import (
     decode_admin_request,
     encode_admin_answer,
 )
-
-Reply = Callable[[socket.socket, bytes], None]
-
-
-@contextmanager
-def server(path: Path, reply: Reply) -> Iterator[list[bytes]]:
-    """Serve one connection: read one request frame, let `reply` answer it."""
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(os.fsencode(path))
-    listener.listen(1)
-    received: list[bytes] = []
-
-    def run() -> None:
-        try:
-            conn, _ = listener.accept()
-        except OSError:
-            return
-        with conn:
-            conn.settimeout(20)
-            decoder = FrameDecoder()
-            body = None
-            while body is None:
-                data = conn.recv(65536)
-                if not data:
-                    return
-                decoder.feed(data)
-                body = decoder.next_frame()
-            received.append(body)
-            reply(conn, body)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    try:
-        yield received
-    finally:
-        listener.close()
-        thread.join(timeout=20)
+from tests.fakes.framed_server import Answer, Body, FramedServer, Raw
 
 
-def ok_reply(conn: socket.socket, body: bytes) -> None:
-    conn.sendall(encode_frame(encode_admin_answer(decode_admin_request(body).id, Ok())))
+def ok_reply(request: dict[str, Any]) -> list[Body]:
+    return [encode_admin_answer(request["id"], Ok())]
 
 
 def test_a_request_and_its_answer(tmp_path: Path) -> None:
     sock = tmp_path / "admin.sock"
-    with server(sock, ok_reply) as received:
+    with FramedServer(sock, ok_reply) as fake:
         answer = request(sock, ApproveRequest(approval_id=U64(7)), brokerd_uid=os.getuid(),
                          request_id=42)
     assert answer == Ok()
-    sent = decode_admin_request(received[0])
+    sent = decode_admin_request(fake.received[0])
     assert sent.id == 42 and sent.body == ApproveRequest(approval_id=U64(7))
 
 
 def test_a_socket_served_by_another_uid_gets_nothing(tmp_path: Path) -> None:
     sock = tmp_path / "admin.sock"
-    with server(sock, ok_reply) as received, pytest.raises(DaemonUnreachable) as caught:
+    with FramedServer(sock, ok_reply) as fake, pytest.raises(DaemonUnreachable) as caught:
         request(sock, StatusRequest(), brokerd_uid=os.getuid() + 1)
-    assert not caught.value.sent and received == []
+    assert not caught.value.sent and fake.received == []
     assert f"served by uid {os.getuid()}" in caught.value.message
     assert "nothing was sent" in caught.value.message
     assert "docs/runbook.md#daemon-unreachable" in caught.value.format_message()
@@ -101,17 +62,16 @@ def test_no_socket_and_no_listener(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("reply", "why"), [
-    (lambda conn, body: None, "closed the connection without an answer"),
-    (lambda conn, body: conn.sendall(b"\xff\xff\xff\xff"), "does not decode"),
-    (lambda conn, body: conn.sendall(encode_frame(b"not json")), "does not decode"),
-    (lambda conn, body: conn.sendall(encode_frame(encode_admin_answer(999, Ok()))),
-     "answered another request"),
+    (lambda request: [], "closed the connection without an answer"),
+    (lambda request: [Raw(b"\xff\xff\xff\xff")], "does not decode"),
+    (lambda request: [b"not json"], "does not decode"),
+    (lambda request: [encode_admin_answer(999, Ok())], "answered another request"),
 ])
-def test_after_sending_it_says_brokerd_may_have_acted(tmp_path: Path, reply: Reply,
+def test_after_sending_it_says_brokerd_may_have_acted(tmp_path: Path, reply: Answer,
                                                       why: str) -> None:
     sock = tmp_path / "admin.sock"
-    with server(sock, reply) as received, pytest.raises(DaemonUnreachable) as caught:
+    with FramedServer(sock, reply) as fake, pytest.raises(DaemonUnreachable) as caught:
         request(sock, StatusRequest(), brokerd_uid=os.getuid(), request_id=1)
-    assert received, "the request went out"
+    assert fake.received, "the request went out"
     assert caught.value.sent and why in caught.value.message
     assert "may or may not have acted" in caught.value.message

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from tests.fakes.brokerd import (
     read_frames,
     start,
 )
+from tests.fakes.framed_server import Body, FramedServer
 
 ECHO_ASK = ECHO_GRANT.replace('mode = "allow"', 'mode = "ask"')
 PRIVATE_ECHO = ECHO_GRANT.replace('mode = "allow"', 'mode = "allow"\nlabel = "private"')
@@ -155,32 +155,18 @@ def test_wrong_server_uid_is_refused_before_sending(tmp_path: Path) -> None:
 
 def test_no_answer_says_it_may_have_acted(tmp_path: Path) -> None:
     path = tmp_path / "admin.sock"
-    server = socket.socket(socket.AF_UNIX)
-    server.bind(str(path))
-    server.listen()
-    got: list[Any] = []
 
-    def serve_once(close: bool) -> None:
-        conn, _ = server.accept()
-        got.append(conn.recv(65536))
-        if close:
-            conn.close()
-        else:
-            got.append(conn)
+    def no_answer(request: dict[str, Any]) -> list[Body]:
+        if len(server.received) == 2:  # the second connection is held open, unanswered
+            server.closing.wait(20)
+        return []
 
-    with server:
-        thread = threading.Thread(target=serve_once, args=(True,))
-        thread.start()
+    with FramedServer(path, no_answer) as server:
         with pytest.raises(DaemonUnreachable) as caught:
             request(path, StatusRequest(), brokerd_uid=os.getuid())
-        thread.join()
         assert caught.value.sent and "may or may not have acted" in caught.value.message
-        thread = threading.Thread(target=serve_once, args=(False,))
-        thread.start()
         with pytest.raises(DaemonUnreachable) as caught:
             request(path, StatusRequest(), brokerd_uid=os.getuid(), timeout=0.05)
-        thread.join()
-        got[-1].close()
     assert "did not answer within" in caught.value.message
     assert caught.value.exit_code == 3
 

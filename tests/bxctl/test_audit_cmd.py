@@ -299,3 +299,15 @@ def test_show_renders_the_tool_source_records_escaped(tmp_path: Path) -> None:
     assert "unpinned git by uid 1000: moving to a new image" in text
     shown = run("audit", "show", "--call", "7", str(tmp_path / "audit")).stdout.splitlines()
     assert [line.split()[2] for line in shown] == ["call", "decision", "mcp_server", "result"]
+
+
+def test_a_probed_record_shows_its_connections() -> None:
+    """`mcp_server probed` (issue 26): how many connections the probe opened, refused."""
+    payload = {"server": "fake", "call": None, "probe_id": 9, "container": "c",
+               "event": "probed", "protocol": None, "list_digest": None, "reason": None,
+               "drift": None, "egress_truncated": False,
+               "egress": [{"refused": None}, {"refused": "not_allowed"}]}
+    assert _audit_cmd._mcp_text("mcp_server", payload) == (
+        "probed fake (probe 9), 2 connections (1 refused)")
+    payload |= {"event": "probe", "egress": None, "egress_truncated": None}
+    assert _audit_cmd._mcp_text("mcp_server", payload) == "probe fake (probe 9)"

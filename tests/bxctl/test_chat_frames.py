@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import struct
 import subprocess
 import threading
@@ -22,6 +21,7 @@ from typing import Any
 import pytest
 
 from tests.fakes.brokerd import BXCTL
+from tests.fakes.framed_server import FramedServer, Raw
 from tests.fakes.pty import Pty
 
 
@@ -30,20 +30,6 @@ def deep(depth: int) -> Any:
     for _ in range(depth - 1):
         value = {"a": value}
     return value
-
-
-def frame(body: bytes) -> bytes:
-    return struct.pack(">I", len(body)) + body
-
-
-def receive_exactly(conn: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        more = conn.recv(size - len(data))
-        if not more:
-            raise ConnectionError("closed")
-        data += more
-    return data
 
 
 def hostile_frames(request_id: int, turn: int) -> list[bytes]:
@@ -69,54 +55,44 @@ def hostile_frames(request_id: int, turn: int) -> list[bytes]:
 Script = Callable[[int, int], list["bytes | threading.Event"]]
 
 
-class FakeLoopd:
+class FakeLoopd(FramedServer):
     """loop.sock served by a thread: every `say` gets the script's frames (an Event
     in the script is waited for before the frames after it are sent); any other
     request (the chat banner's `status`) is closed unanswered."""
 
     def __init__(self, path: Path, script: Script = hostile_frames) -> None:
-        self.path = path
         self.script = script
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.listener.bind(str(path))
-        self.listener.listen(8)
         self.turns = 0
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
+        super().__init__(path, self.say)
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            with conn:
-                try:
-                    (size,) = struct.unpack(">I", receive_exactly(conn, 4))
-                    request = json.loads(receive_exactly(conn, size))
-                    if "say" not in request:  # the banner's status request: no answer
-                        continue
-                    self.turns += 1
-                    for body in self.script(request["id"], self.turns):
-                        if isinstance(body, threading.Event):
-                            assert body.wait(timeout=60)
-                        else:
-                            conn.sendall(frame(body))
-                except (OSError, ConnectionError):
-                    pass
+    def say(self, request: dict[str, Any]) -> Iterator[bytes]:
+        if "say" not in request:  # the banner's status request: no answer
+            return
+        self.turns += 1
+        for body in self.script(request["id"], self.turns):
+            if isinstance(body, threading.Event):
+                assert body.wait(timeout=60)
+            else:
+                yield body
 
-    def close(self) -> None:
-        self.listener.shutdown(socket.SHUT_RDWR)
-        self.listener.close()
-        self.thread.join(timeout=10)
+
+def write_config(home: Path) -> Path:
+    """bxctl.toml for sockets in `home`: loop.sock and admin.sock."""
+    config = home / "bxctl.toml"
+    config.write_text(f'home = "{home}"\nloop_socket = "{home / "loop.sock"}"\n'
+                      f'admin_socket = "{home / "admin.sock"}"\n')
+    return config
+
+
+def open_chat(config: Path, *, columns: int) -> Pty:
+    return Pty([str(BXCTL), "--config", str(config), "chat"],
+               env=dict(os.environ, COLUMNS=str(columns)))
 
 
 @pytest.fixture
 def fake_loopd(tmp_path: Path) -> Iterator[tuple[FakeLoopd, Path]]:
     fake = FakeLoopd(tmp_path / "loop.sock")
-    config = tmp_path / "bxctl.toml"
-    config.write_text(f'home = "{tmp_path}"\nloop_socket = "{fake.path}"\n'
-                      f'admin_socket = "{tmp_path / "admin.sock"}"\n')
+    config = write_config(tmp_path)
     yield fake, config
     fake.close()
 
@@ -148,8 +124,7 @@ def test_say_json_skips_them_on_stdout_and_says_so_on_stderr(
 
 def test_interactive_chat_keeps_going(fake_loopd: tuple[FakeLoopd, Path]) -> None:
     fake, config = fake_loopd
-    chat = Pty([str(BXCTL), "--config", str(config), "chat"],
-               env=dict(os.environ, COLUMNS="80"))
+    chat = open_chat(config, columns=80)
     try:
         chat.expect(b"you> ")
         chat.type("first\n")
@@ -170,32 +145,10 @@ def test_interactive_chat_keeps_going(fake_loopd: tuple[FakeLoopd, Path]) -> Non
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "wire"
 
 
-class FakeAdmin:
-    """admin.sock answering every request with the fixture approval 482913."""
-
-    def __init__(self, path: Path) -> None:
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.listener.bind(str(path))
-        self.listener.listen(8)
-        self.answer = json.loads((FIXTURES / "admin-answer-approval.json").read_text())
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            with conn:
-                (size,) = struct.unpack(">I", receive_exactly(conn, 4))
-                request = json.loads(receive_exactly(conn, size))
-                conn.sendall(frame(json.dumps({**self.answer, "id": request["id"]}).encode()))
-
-    def close(self) -> None:
-        self.listener.shutdown(socket.SHUT_RDWR)
-        self.listener.close()
-        self.thread.join(timeout=10)
+def approval_482913(request: dict[str, Any]) -> list[dict[str, Any]]:
+    """admin.sock's answer to every request: the fixture approval 482913."""
+    answer = json.loads((FIXTURES / "admin-answer-approval.json").read_text())
+    return [{**answer, "id": request["id"]}]
 
 
 def test_text_sent_while_the_question_is_on_screen_gets_a_row_of_its_own(
@@ -221,12 +174,9 @@ def test_text_sent_while_the_question_is_on_screen_gets_a_row_of_its_own(
         ]
 
     loopd = FakeLoopd(tmp_path / "loop.sock", script)
-    admin = FakeAdmin(tmp_path / "admin.sock")
-    config = tmp_path / "bxctl.toml"
-    config.write_text(f'home = "{tmp_path}"\nloop_socket = "{loopd.path}"\n'
-                      f'admin_socket = "{tmp_path / "admin.sock"}"\n')
-    chat = Pty([str(BXCTL), "--config", str(config), "chat"],
-               env=dict(os.environ, COLUMNS="80"))
+    admin = FramedServer(tmp_path / "admin.sock", approval_482913)
+    config = write_config(tmp_path)
+    chat = open_chat(config, columns=80)
     try:
         chat.expect(b"you> ")
         chat.type("go\n")
@@ -250,28 +200,16 @@ def test_a_frame_header_out_of_range_ends_only_that_turn(tmp_path: Path) -> None
     """A length past 8 MiB cannot be skipped (the stream is out of step): the turn
     ends with the daemon-unreachable message, and the next turn runs."""
 
-    class BadHeaderFirst(FakeLoopd):
-        def _serve(self) -> None:
-            while True:  # the banner's status request first: closed unanswered
-                conn, _ = self.listener.accept()
-                (size,) = struct.unpack(">I", receive_exactly(conn, 4))
-                request = json.loads(receive_exactly(conn, size))
-                if "say" in request:
-                    break
-                conn.close()
-            with conn:
-                conn.sendall(frame(json.dumps({"id": request["id"], "event": {
-                    "text": {"delta": "turn one"}}}).encode()))
-                conn.sendall(struct.pack(">I", 0xFFFFFFFF) + b"x" * 64)
-            self.turns = 1
-            super()._serve()  # then every turn as hostile_frames
+    def bad_header_first(request_id: int, turn: int) -> list[bytes | threading.Event]:
+        if turn > 1:
+            return hostile_frames(request_id, turn)
+        return [json.dumps({"id": request_id, "event": {"text": {"delta": "turn one"}}}
+                           ).encode(),
+                Raw(struct.pack(">I", 0xFFFFFFFF) + b"x" * 64)]
 
-    loopd = BadHeaderFirst(tmp_path / "loop.sock")
-    config = tmp_path / "bxctl.toml"
-    config.write_text(f'home = "{tmp_path}"\nloop_socket = "{loopd.path}"\n'
-                      f'admin_socket = "{tmp_path / "admin.sock"}"\n')
-    chat = Pty([str(BXCTL), "--config", str(config), "chat"],
-               env=dict(os.environ, COLUMNS="200"))
+    loopd = FakeLoopd(tmp_path / "loop.sock", bad_header_first)
+    config = write_config(tmp_path)
+    chat = open_chat(config, columns=200)
     try:
         chat.expect(b"you> ")
         chat.type("first\n")

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
-import struct
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -18,67 +16,14 @@ from typing import Any
 import pytest
 
 from tests.fakes.brokerd import BXCTL
+from tests.fakes.framed_server import FramedServer as Fake
+from tests.fakes.framed_server import Raw
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "wire"
 
 
 def fixture(name: str, request_id: int) -> bytes:
     return json.dumps({**json.loads((FIXTURES / name).read_text()), "id": request_id}).encode()
-
-
-def frame(body: bytes) -> bytes:
-    return struct.pack(">I", len(body)) + body
-
-
-def _exactly(conn: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        more = conn.recv(size - len(data))
-        if not more:
-            raise ConnectionError("closed")
-        data += more
-    return data
-
-
-class Raw(bytes):
-    """Bytes a fake sends as they are, with no frame header of their own."""
-
-
-class Fake:
-    """A framed socket in a thread: each request is kept, answered by `answer(request)`
-    (a list of frame bodies, sent in order; `Raw` bytes as they are), then the connection
-    is closed."""
-
-    def __init__(self, path: Path, answer: Any) -> None:
-        self.path = path
-        self.answer = answer
-        self.requests: list[dict[str, Any]] = []
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.listener.bind(str(path))
-        self.listener.listen(8)
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            with conn:
-                try:
-                    (size,) = struct.unpack(">I", _exactly(conn, 4))
-                    request = json.loads(_exactly(conn, size))
-                    self.requests.append(request)
-                    for body in self.answer(request):
-                        conn.sendall(body if isinstance(body, Raw) else frame(body))
-                except (OSError, ConnectionError):
-                    pass
-
-    def close(self) -> None:
-        self.listener.shutdown(socket.SHUT_RDWR)
-        self.listener.close()
-        self.thread.join(10)
 
 
 @pytest.fixture
@@ -239,24 +184,10 @@ def test_no_loopd_is_exit_3_and_nothing_sent(home: Path) -> None:
 def test_ctrl_c_closes_the_connection_and_aborts(home: Path) -> None:
     """Closing the connection is what makes loopd cancel the turn (the trio --say
     ended here with an exception group's traceback)."""
-    closed = threading.Event()
-
     def open_turn(request: dict[str, Any]) -> Iterator[bytes]:
         yield json.dumps({"id": request["id"], "event": {"text": {"delta": "hello"}}}).encode()
 
-    class Watching(Fake):
-        def _serve(self) -> None:
-            conn, _ = self.listener.accept()
-            with conn:
-                (size,) = struct.unpack(">I", _exactly(conn, 4))
-                request = json.loads(_exactly(conn, size))
-                for body in self.answer(request):
-                    conn.sendall(frame(body))
-                while conn.recv(4096):
-                    pass
-                closed.set()
-
-    loopd = Watching(home / "loop.sock", open_turn)
+    loopd = Fake(home / "loop.sock", open_turn, linger=True)
     chat = subprocess.Popen([str(BXCTL), "--config", str(home / "bxctl.toml"), "chat",
                              "--say", "hi"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={"COLUMNS": "300", "PATH": "/usr/bin:/bin"})
@@ -271,4 +202,4 @@ def test_ctrl_c_closes_the_connection_and_aborts(home: Path) -> None:
         loopd.close()
     assert chat.returncode == 1
     assert err.decode() == "\nAborted!\n"
-    assert closed.wait(10)
+    assert loopd.hung_up.wait(10)

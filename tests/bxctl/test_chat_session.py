@@ -6,13 +6,11 @@ on.  (The whole chat on a pseudo-terminal is tests/bxctl/test_chat_frames.py's.)
 from __future__ import annotations
 
 import io
-import json
 import os
-import socket
-import struct
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -20,55 +18,27 @@ import trio
 from boxmaker.bxctl._chat_session import ChatSession, LineReader
 from boxmaker.bxctl._chat_view import ChatView
 from boxmaker.bxctl._config import load_config
+from tests.fakes.framed_server import Answer, Body, FramedServer
 
 
-def frame(body: dict[str, object]) -> bytes:
-    data = json.dumps(body).encode()
-    return struct.pack(">I", len(data)) + data
+def one_text_then_done(go: threading.Event) -> Answer:
+    """loop.sock's answer to a `say`: one text event, then `done` once `go` is set."""
+    def answer(request: dict[str, Any]) -> Iterator[Body]:
+        yield {"id": request["id"], "event": {"text": {"delta": "thinking"}}}
+        if go.wait(30):
+            yield {"id": request["id"], "done": {
+                "finish": "stop", "rounds": 1,
+                "usage": {"prompt_tokens": 1, "completion_tokens": 2}}}
 
-
-class Loopd:
-    """loop.sock in a thread: a `say` gets one text event, then `done` once `go` is set."""
-
-    def __init__(self, path: Path) -> None:
-        self.go = threading.Event()
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.listener.bind(str(path))
-        self.listener.listen(4)
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            with conn:
-                try:
-                    (size,) = struct.unpack(">I", conn.recv(4))
-                    request = json.loads(conn.recv(size))
-                    conn.sendall(frame({"id": request["id"],
-                                        "event": {"text": {"delta": "thinking"}}}))
-                    if self.go.wait(30):
-                        conn.sendall(frame({"id": request["id"], "done": {
-                            "finish": "stop", "rounds": 1,
-                            "usage": {"prompt_tokens": 1, "completion_tokens": 2}}}))
-                except OSError:
-                    pass
-
-    def close(self) -> None:
-        self.go.set()
-        self.listener.shutdown(socket.SHUT_RDWR)
-        self.listener.close()
-        self.thread.join(10)
+    return answer
 
 
 @pytest.fixture
 def session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-            ) -> Iterator[tuple[ChatSession, io.StringIO, Loopd]]:
+            ) -> Iterator[tuple[ChatSession, io.StringIO, threading.Event]]:
     monkeypatch.setenv("COLUMNS", "80")
-    loopd = Loopd(tmp_path / "loop.sock")
+    go = threading.Event()
+    loopd = FramedServer(tmp_path / "loop.sock", one_text_then_done(go))
     (tmp_path / "bxctl.toml").write_text(f'home = "{tmp_path}"\n'
                                          f'loop_socket = "{tmp_path / "loop.sock"}"\n')
     out = io.StringIO()
@@ -76,7 +46,8 @@ def session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     os.close(write_end)
     reader = LineReader(trio.lowlevel.FdStream(read_end), io.StringIO())
     yield (ChatSession(config=load_config(tmp_path / "bxctl.toml"), conversation="c",
-                       view=ChatView(out=out), reader=reader), out, loopd)
+                       view=ChatView(out=out), reader=reader), out, go)
+    go.set()
     loopd.close()
 
 
@@ -91,15 +62,15 @@ async def test_lines_from_a_pipe_then_the_end() -> None:
 
 
 async def test_a_turn_is_shown_by_the_view(
-        session: tuple[ChatSession, io.StringIO, Loopd]) -> None:
-    chat, out, loopd = session
-    loopd.go.set()
+        session: tuple[ChatSession, io.StringIO, threading.Event]) -> None:
+    chat, out, go = session
+    go.set()
     assert await chat.run_turn("hi") is True
     assert out.getvalue() == "\u2502 thinking\n(stop, 1 round, 1+2 tokens)\n"
 
 
-async def test_a_cancelled_turn_says_so(session: tuple[ChatSession, io.StringIO, Loopd]
-                                        ) -> None:
+async def test_a_cancelled_turn_says_so(
+        session: tuple[ChatSession, io.StringIO, threading.Event]) -> None:
     chat, out, _ = session
 
     async def cancel_when_shown() -> None:

@@ -10,10 +10,10 @@ import json
 import os
 import socket
 import struct
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -28,69 +28,19 @@ from boxmaker.proto.wire._wire_loop import (
     decode_loop_request,
     encode_loop_frame,
 )
+from tests.fakes.brokerd import frame
+from tests.fakes.framed_server import Answer, Body, FramedServer, Raw
 
 UID = os.getuid()
 SAY = SayRequest(conversation="c-1", text="hi")
-Script = Callable[[socket.socket, int], None]
-
-
-def frame(body: bytes) -> bytes:
-    return struct.pack(">I", len(body)) + body
-
-
-def _exactly(conn: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        more = conn.recv(size - len(data))
-        if not more:
-            raise ConnectionError("closed")
-        data += more
-    return data
-
-
-class FakeLoopd:
-    """loop.sock in a thread: each connection's request is kept and `script(conn, id)` runs;
-    the connection stays open until the script returns and the test is done."""
-
-    def __init__(self, path: Path, script: Script) -> None:
-        self.path = path
-        self.script = script
-        self.received: list[bytes] = []
-        self.done = threading.Event()
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.listener.bind(str(path))
-        self.listener.listen(8)
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            with conn:
-                try:
-                    (size,) = struct.unpack(">I", _exactly(conn, 4))
-                    body = _exactly(conn, size)
-                except (OSError, ConnectionError):
-                    continue
-                self.received.append(body)
-                self.script(conn, decode_loop_request(body).id)
-
-    def close(self) -> None:
-        self.done.set()
-        self.listener.shutdown(socket.SHUT_RDWR)
-        self.listener.close()
-        self.thread.join(10)
 
 
 @pytest.fixture
-def loopd(tmp_path: Path) -> Iterator[Callable[[Script], FakeLoopd]]:
-    made: list[FakeLoopd] = []
+def loopd(tmp_path: Path) -> Iterator[Callable[[Answer], FramedServer]]:
+    made: list[FramedServer] = []
 
-    def start(script: Script) -> FakeLoopd:
-        fake = FakeLoopd(tmp_path / f"loop{len(made)}.sock", script)
+    def start(answer: Answer) -> FramedServer:
+        fake = FramedServer(tmp_path / f"loop{len(made)}.sock", answer)
         made.append(fake)
         return fake
 
@@ -117,12 +67,13 @@ def _trio_failure(path: Path, *, uid: int = UID) -> DaemonUnreachable:
     return trio.run(main)
 
 
-def test_frames_in_order_with_the_json_received(loopd: Callable[[Script], FakeLoopd]) -> None:
-    def script(conn: socket.socket, request_id: int) -> None:
-        conn.sendall(frame(encode_loop_frame(request_id, TextEvent(delta="one"))))
-        conn.sendall(frame(b"not json"))
-        conn.sendall(frame(encode_loop_frame(request_id + 1, TextEvent(delta="other"))))
-        conn.sendall(frame(encode_loop_frame(request_id, TextEvent(delta="two"))))
+def test_frames_in_order_with_the_json_received(loopd: Callable[[Answer], FramedServer]) -> None:
+    def script(request: dict[str, Any]) -> list[Body]:
+        request_id = request["id"]
+        return [encode_loop_frame(request_id, TextEvent(delta="one")),
+                b"not json",
+                encode_loop_frame(request_id + 1, TextEvent(delta="other")),
+                encode_loop_frame(request_id, TextEvent(delta="two"))]
 
     fake = loopd(script)
     out = _turn(fake.path)
@@ -137,9 +88,9 @@ def test_frames_in_order_with_the_json_received(loopd: Callable[[Script], FakeLo
     assert isinstance(out[3], tuple) and out[3][1] == TextEvent(delta="two")
 
 
-def test_the_request_is_the_trio_clients(loopd: Callable[[Script], FakeLoopd]) -> None:
+def test_the_request_is_the_trio_clients(loopd: Callable[[Answer], FramedServer]) -> None:
     """The same message on the wire, whichever client sends it (a fresh 63-bit id each)."""
-    fake = loopd(lambda conn, request_id: None)
+    fake = loopd(lambda request: [])
     _turn(fake.path)
 
     async def with_trio() -> None:
@@ -155,8 +106,8 @@ def test_the_request_is_the_trio_clients(loopd: Callable[[Script], FakeLoopd]) -
 
 
 def test_a_socket_of_another_uid_is_refused_before_sending(
-        loopd: Callable[[Script], FakeLoopd]) -> None:
-    fake = loopd(lambda conn, request_id: None)
+        loopd: Callable[[Answer], FramedServer]) -> None:
+    fake = loopd(lambda request: [])
     with pytest.raises(DaemonUnreachable) as caught:
         _turn(fake.path, uid=UID + 1)
     assert not caught.value.sent and "refusing to talk to it" in caught.value.message
@@ -165,9 +116,9 @@ def test_a_socket_of_another_uid_is_refused_before_sending(
 
 
 def test_a_connection_cut_inside_a_frame_ends_the_turn(
-        loopd: Callable[[Script], FakeLoopd]) -> None:
-    def script(conn: socket.socket, request_id: int) -> None:
-        conn.sendall(frame(encode_loop_frame(request_id, TextEvent(delta="cut")))[:-3])
+        loopd: Callable[[Answer], FramedServer]) -> None:
+    def script(request: dict[str, Any]) -> list[Body]:
+        return [Raw(frame(encode_loop_frame(request["id"], TextEvent(delta="cut")))[:-3])]
 
     fake = loopd(script)
     with pytest.raises(DaemonUnreachable) as caught:
@@ -181,32 +132,35 @@ def test_a_connection_cut_inside_a_frame_ends_the_turn(
 
 
 def test_a_header_over_the_limit_ends_the_turn_at_once(
-        loopd: Callable[[Script], FakeLoopd]) -> None:
+        loopd: Callable[[Answer], FramedServer]) -> None:
     """No body is waited for: the fake keeps the connection open and sends none, and the
     deadline is far (a wait for the body would end at it, as a timeout)."""
-    def script(conn: socket.socket, request_id: int) -> None:
-        conn.sendall(struct.pack(">I", MAX_FRAME + 1))
-        fake.done.wait(10)
+    def script(request: dict[str, Any]) -> Iterator[Body]:
+        yield Raw(struct.pack(">I", MAX_FRAME + 1))
+        fake.closing.wait(10)
 
     fake = loopd(script)
     with pytest.raises(DaemonUnreachable) as caught:
         _turn(fake.path, deadline=time.monotonic() + 30)
     assert caught.value.sent and "sent a frame that does not decode (frame length " \
         f"{MAX_FRAME + 1} exceeds the limit of {MAX_FRAME} bytes)" in caught.value.message
-    fake.done.set()
 
 
 def test_the_same_words_as_trio_for_a_header_over_the_limit(
-        loopd: Callable[[Script], FakeLoopd]) -> None:
-    fake = loopd(lambda conn, request_id: conn.sendall(struct.pack(">I", MAX_FRAME + 1)))
+        loopd: Callable[[Answer], FramedServer]) -> None:
+    fake = loopd(lambda request: [Raw(struct.pack(">I", MAX_FRAME + 1))])
     with pytest.raises(DaemonUnreachable) as caught:
         _turn(fake.path)
     assert caught.value.message == _trio_failure(fake.path).message
 
 
 def test_a_loopd_that_never_answers_meets_the_deadline(
-        loopd: Callable[[Script], FakeLoopd]) -> None:
-    fake = loopd(lambda conn, request_id: fake.done.wait(10))
+        loopd: Callable[[Answer], FramedServer]) -> None:
+    def never(request: dict[str, Any]) -> list[Body]:
+        fake.closing.wait(10)
+        return []
+
+    fake = loopd(never)
     with pytest.raises(DaemonUnreachable) as caught:
         _turn(fake.path, deadline=time.monotonic() + 0.05)
     assert caught.value.sent
@@ -223,9 +177,9 @@ def test_a_listener_that_never_accepts_meets_the_deadline(tmp_path: Path) -> Non
             _turn(path, deadline=time.monotonic() + 0.05)
 
 
-def test_a_clean_close_ends_the_frames(loopd: Callable[[Script], FakeLoopd]) -> None:
-    def script(conn: socket.socket, request_id: int) -> None:
-        conn.sendall(frame(encode_loop_frame(request_id, TextEvent(delta="only"))))
+def test_a_clean_close_ends_the_frames(loopd: Callable[[Answer], FramedServer]) -> None:
+    def script(request: dict[str, Any]) -> list[Body]:
+        return [encode_loop_frame(request["id"], TextEvent(delta="only"))]
 
     fake = loopd(script)
     out = _turn(fake.path)

@@ -31,6 +31,10 @@ Words, by where they act:
 - the call's answer: ``input_required``, ``error`` (a JSON-RPC error),
   ``is_error`` (``isError: true``), ``no_answer``, ``twice`` (answered twice),
   ``unknown_id`` (answered to another id);
+- ``list_via`` (a key of SCRIPT, not a word: a list of ``host:port``): at
+  every `tools/list` the server CONNECTs through ``HTTPS_PROXY`` to each, as
+  ``get`` does, and echo's description ends with what each answered (the
+  probe-egress tests': a probe with the server's `hosts` reaches them);
 - ``network``: echo answers what the server sees of the network (its
   interfaces, routes, a name resolved, a TCP connection to the echo text's
   ``host:port``) instead of the text;
@@ -205,6 +209,7 @@ class Server:
                 file.write(str(self.start))
         self.out = sys.stdout.buffer
         self.next_request = 0
+        self.list_via = [str(target) for target in script.get("list_via", [])]
 
     def has(self, word: str) -> bool:
         return word in self.behaviours
@@ -265,6 +270,9 @@ class Server:
         if self.has("exit_list"):
             sys.exit(0)
         served = tools(self.behaviours)
+        if self.list_via:
+            reached = get({"url": "https://unused.invalid/", "via": self.list_via})
+            served[0]["description"] += " Reached: " + " ; ".join(reached)
         if not self.has("pages"):
             self.answer(request_id, {"tools": served})
             return

@@ -24,6 +24,7 @@ from boxmaker.proto.mcp import (
     sha256_hex,
 )
 from tests.brokerd._mcp_home import pin_in_log
+from tests.brokerd.runner._mcp_fixtures import server_toml
 from tests.brokerd.runner.test_mcp_launch import _podman_launcher, mcp_image
 from tests.fakes.brokerd import BXCTL, Home, call_request, env_for, request, start
 from tests.fakes.podman import tools_image
@@ -37,16 +38,10 @@ mode = "allow"
 
 
 def source_text(image: str) -> str:
-    return f'''[[mcp_server]]
-id = "time"
-image = "{image}"
-command = ["/usr/bin/python3", "-m", "mcp_server_time", "--local-timezone", "UTC"]
-env = {{ PYTHONPATH = "/opt/mcp/time" }}
-label = "private"
-untrusted = true
-protocol = "2025-11-25"
-start_timeout_ms = 120000
-'''
+    return server_toml(
+        image, ["/usr/bin/python3", "-m", "mcp_server_time", "--local-timezone", "UTC"],
+        server="time", env={"PYTHONPATH": "/opt/mcp/time"}, untrusted=True,
+        protocol="2025-11-25")
 
 
 def podman_home(image: str) -> Home:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import http.server
-import json
 import os
 import shutil
 import ssl
@@ -36,6 +35,7 @@ from typing import Any
 import pytest
 import trustme
 
+from tests.brokerd.runner._mcp_fixtures import server_toml
 from tests.fakes.brokerd import BXCTL, Home, admin, call_request, env_for, request, start
 from tests.fakes.podman import mcp_image, tools_image
 from tests.proto.mcp.test_client_ref import PageHandler, make_repo
@@ -55,39 +55,19 @@ exec PODMAN "$@"
 
 
 def sources(image: str, protocol: str, ca_pem: str) -> dict[str, str]:
-    env = (f'{{ PYTHONPATH = "/opt/mcp/fetch", SSL_CERT_FILE = "/tmp/ca.pem", '
-           f'TEST_CA = {json.dumps(ca_pem)} }}')
     fetch = ["/bin/sh", "-c", 'printf "%s" "$TEST_CA" >/tmp/ca.pem && exec /usr/bin/python3 '
              '-m mcp_server_fetch --allow-private-ips']
-    return {"git.toml": f'''[[mcp_server]]
-id = "git"
-image = "{image}"
-command = ["/usr/bin/python3", "-m", "mcp_server_git"]
-env = {{ PYTHONPATH = "/opt/mcp/git" }}
-label = "private"
-untrusted = true
-protocol = "{protocol}"
-start_timeout_ms = 120000
-
-[mcp_server.tool.git_log]
-args = {{ repo_path = "path" }}
-
-[mcp_server.tool.git_status]
-args = {{ repo_path = "path" }}
-''', "fetch.toml": f'''[[mcp_server]]
-id = "fetch"
-image = "{image}"
-command = {json.dumps(fetch)}
-env = {env}
-label = "private"
-untrusted = true
-protocol = "{protocol}"
-start_timeout_ms = 120000
-
-[mcp_server.tool.fetch]
-args = {{ url = "url" }}
-egress = "arg:url"
-'''}
+    return {
+        "git.toml": server_toml(
+            image, ["/usr/bin/python3", "-m", "mcp_server_git"], server="git",
+            env={"PYTHONPATH": "/opt/mcp/git"}, untrusted=True, protocol=protocol,
+            tools={"git_log": {"repo_path": "path"}, "git_status": {"repo_path": "path"}}),
+        "fetch.toml": server_toml(
+            image, fetch, server="fetch", untrusted=True, protocol=protocol,
+            env={"PYTHONPATH": "/opt/mcp/fetch", "SSL_CERT_FILE": "/tmp/ca.pem",
+                 "TEST_CA": ca_pem},
+            tools={"fetch": {"url": "url"}}, egress={"fetch": "arg:url"}),
+    }
 
 
 def grants(repo: Path, port: int) -> str:

@@ -20,32 +20,16 @@ from pathlib import Path
 import pytest
 
 from tests.brokerd._mcp_home import pin_for, pin_in_log
+from tests.brokerd.runner._mcp_fixtures import fake_command, server_toml
 from tests.fakes.brokerd import BXCTL, Home, call_request, env_for, request, start
 from tests.fakes.mcp_stdio_server import tools as fake_tools
 from tests.fakes.podman import tools_image
 
-FAKE_SOURCE = (Path(__file__).resolve().parents[1] / "fakes" / "mcp_stdio_server.py").read_text()
-
 
 def source_text(image: str) -> str:
-    command = ["/usr/bin/python3", "-I", "-c", FAKE_SOURCE,
-               json.dumps({"behaviours": ["files", "fetch"]})]
-    return f'''[[mcp_server]]
-id = "fake"
-image = "{image}"
-command = {json.dumps(command)}
-label = "private"
-untrusted = true
-protocol = "2026-07-28"
-start_timeout_ms = 120000
-
-[mcp_server.tool.look]
-args = {{ path = "path" }}
-
-[mcp_server.tool.get]
-args = {{ url = "url" }}
-egress = "arg:url"
-'''
+    return server_toml(image, fake_command("files", "fetch", inline=True), untrusted=True,
+                       tools={"look": {"path": "path"}, "get": {"url": "url"}},
+                       egress={"get": "arg:url"})
 
 
 def grants(proj: Path) -> str:

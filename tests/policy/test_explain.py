@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from boxmaker.policy._decide import decide
 from boxmaker.policy._decision import NO_PROTECTED_PATHS, ToolCall
-from boxmaker.policy._explain import explain_document, explain_lines, report_lines
+from boxmaker.policy._explain import (
+    check_report_lines,
+    explain_document,
+    explain_lines,
+    report_lines,
+)
 from boxmaker.policy._grants import parse_grant_texts
 from boxmaker.policy._model import GrantSet
 from boxmaker.proto._taint import NEW_SESSION, Taint
+from boxmaker.proto.mcp import SourceProblem, SourcesReport
 
 STATE = parse_grant_texts({"a.toml": """
 [[grant]]
@@ -82,3 +88,28 @@ def test_report_lines() -> None:
     lines = report_lines(bad.report, "/g\x1b")
     assert lines[0] == "G3 x\\n.toml grant 0: id must be a string, not an integer"
     assert lines[-1].startswith("not ok: 3 problems in 1 file of /g\\u{001B}; ")
+    assert lines[-1].endswith("; every call is denied while the set is invalid. "
+                              "See docs/runbook.md#grants-invalid")
+
+
+def _sources_lines(report: SourcesReport) -> list[str]:
+    return check_report_lines(report, "/s", noun="server",
+                              runbook="docs/runbook.md#sources-invalid",
+                              counted="MCP server", denied="every mcp.* call")
+
+
+def test_the_same_lines_for_a_sources_report() -> None:
+    """`bxctl mcp check`'s words: servers, MCP, mcp.* calls, the sources runbook."""
+    one = SourcesReport(ok=True, count=1, digest="sha256:d", problems=())
+    assert _sources_lines(one) == [
+        "ok: 1 MCP server in /s, digest sha256:d"]
+    none = SourcesReport(ok=True, count=0, digest="sha256:e", problems=())
+    assert _sources_lines(none) == [
+        "ok: 0 MCP servers in /s, digest sha256:e"]
+    bad = SourcesReport(ok=False, count=0, digest="sha256:f", problems=(
+        SourceProblem(file="a\x1b.toml", index=0, server="git", rule="S6", message="label"),
+        SourceProblem(file="b.toml", index=None, server=None, rule="S1", message="toml")))
+    assert _sources_lines(bad) == [
+        "S6 a\\u{001B}.toml server 0 (git): label", "S1 b.toml: toml",
+        "not ok: 2 problems in 2 files of /s; every mcp.* call is denied while the set is "
+        "invalid. See docs/runbook.md#sources-invalid"]

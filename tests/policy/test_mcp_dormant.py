@@ -12,42 +12,18 @@ from boxmaker.policy._decide import decide
 from boxmaker.policy._decision import NO_PROTECTED_PATHS, Decision, ToolCall
 from boxmaker.policy._grants import parse_grant_texts
 from boxmaker.policy._mcp_dormant import dormant_grants, dormant_json, dormant_lines
-from boxmaker.policy._mcp_verdict import McpRegistry, RegisteredServer
+from boxmaker.policy._mcp_verdict import McpRegistry
 from boxmaker.policy._model import GrantSet
 from boxmaker.proto._taint import NEW_SESSION
-from boxmaker.proto.mcp import SourceSet, parse_source_texts, tool_verdicts
-from tests.brokerd._mcp_home import pin_for
+from tests.policy._mcp_git import LOG_NOTES, LOG_OPEN, git_registry, git_source, log_schema
 
-IMAGE = "sha256:" + "5b1c" * 16
-SOURCE = f'''[[mcp_server]]
-id = "git"
-image = "{IMAGE}"
-command = ["/usr/local/bin/mcp-server-git"]
-label = "public"
-[mcp_server.tool.git_log]
-args = {{ repo_path = "path" }}
-'''
-LOG = {"type": "object", "required": ["repo_path"],
-       "properties": {"repo_path": {"type": "string"}, "max_count": {"type": "integer"}}}
-OLD = [{"name": "git_log", "description": "Log.", "inputSchema": LOG},
+SOURCE = git_source("public")
+OLD = [{"name": "git_log", "description": "Log.",
+        "inputSchema": log_schema(max_count={"type": "integer"})},
        {"name": "git_show", "description": "Show\u200b.", "inputSchema": {"type": "object"}}]
-NEW = [{"name": "git_log", "description": "Log.",
-        "inputSchema": {"type": "object", "required": ["repo_path"],
-                        "properties": {"repo_path": {"type": "string"}}}}]
+NEW = [{"name": "git_log", "description": "Log.", "inputSchema": log_schema()}]
 
-GRANTS = '''
-[[grant]]
-id = "log"
-tool = "mcp.git.git_log"
-mode = "allow"
-args.repo_path = { paths = ["/home/me/notes"] }
-args.max_count = { max = 200 }
-
-[[grant]]
-id = "log-open"
-tool = "mcp.git.git_log"
-mode = "allow"
-
+GRANTS = LOG_NOTES + LOG_OPEN + '''
 [[grant]]
 id = "show"
 tool = "mcp.git.git_show"
@@ -71,16 +47,7 @@ mode = "allow"
 
 
 def registry(tools: list[dict[str, Any]] | None) -> McpRegistry:
-    state = parse_source_texts({"s.toml": SOURCE})
-    assert isinstance(state, SourceSet)
-    decl = state.servers["git"]
-    if tools is None:
-        server = RegisteredServer(decl=decl, pin=None, unpinned="drifted")
-    else:
-        pin = pin_for(SOURCE, "git", tools)
-        server = RegisteredServer(decl=decl, pin=pin.digest, unpinned=None,
-                                  verdicts=tool_verdicts(decl, pin))
-    return McpRegistry(valid=True, digest="d" * 64, servers={"git": server})
+    return git_registry(SOURCE, tools)
 
 
 def grant_set(text: str = GRANTS) -> GrantSet:
@@ -107,7 +74,7 @@ def test_every_grant_matching_nothing_is_listed_with_its_rule() -> None:
 
 def test_an_unpinned_server_makes_its_grants_dormant() -> None:
     found = dormant_grants(grant_set(), registry(None))
-    assert {d.grant for d in found} == {"log", "log-open", "show", "gone", "other"}
+    assert {d.grant for d in found} == {"log-notes", "log-open", "show", "gone", "other"}
     assert all(d.rule is None for d in found)
     assert "unpinned (drifted)" in found[0].reason
 
@@ -117,8 +84,8 @@ def test_a_pin_change_makes_grants_dormant_never_invalid() -> None:
     after = grants_report(grant_set(), registry(NEW))  # max_count is gone: G11
     assert before.ok and after.ok and before.count == after.count == 6
     assert before.dormant is not None and after.dormant is not None
-    assert "log" not in {d.grant for d in before.dormant}
-    assert {d.grant: d.rule for d in after.dormant}["log"] == "G11"
+    assert "log-notes" not in {d.grant for d in before.dormant}
+    assert {d.grant: d.rule for d in after.dormant}["log-notes"] == "G11"
     made = decide(ToolCall(tool="mcp.git.git_log", args={"repo_path": "/home/me/notes/a"}),
                   NEW_SESSION, grant_set(), NO_PROTECTED_PATHS, registry(NEW))
     assert isinstance(made, Decision) and made.code == "no_grant"
@@ -135,7 +102,7 @@ mode = "deny"
 args.nope = { max_bytes = 3 }
 '''
     found = rules(registry(OLD), text)
-    assert found["log"] == found["no-secret"] == "G11"
+    assert found["log-notes"] == found["no-secret"] == "G11"
     made = decide(ToolCall(tool="mcp.git.git_log", args={"repo_path": "/home/me/notes/a"}),
                   NEW_SESSION, grant_set(text), NO_PROTECTED_PATHS, registry(OLD))
     assert isinstance(made, Decision) and made.code == "unknown_tool"
@@ -145,4 +112,4 @@ args.nope = { max_bytes = 3 }
 def test_an_invalid_source_set_makes_every_mcp_grant_dormant() -> None:
     invalid = McpRegistry(valid=False, digest="d" * 64, servers={})
     found = rules(invalid)
-    assert set(found) == {"log", "log-open", "show", "gone", "other"}
+    assert set(found) == {"log-notes", "log-open", "show", "gone", "other"}

@@ -12,51 +12,26 @@ import attrs
 from boxmaker.policy._decide import decide, redecide
 from boxmaker.policy._decision import NO_PROTECTED_PATHS, Ask, Decision, ProtectedPaths, ToolCall
 from boxmaker.policy._grants import parse_grant_texts
-from boxmaker.policy._mcp_verdict import McpRegistry, RegisteredServer
+from boxmaker.policy._mcp_verdict import McpRegistry
 from boxmaker.proto._taint import NEW_SESSION, Taint
-from boxmaker.proto.mcp import SourceSet, parse_source_texts, tool_verdicts
-from tests.brokerd._mcp_home import pin_for
+from tests.policy._mcp_git import LOG_NOTES, git_registry, git_source, log_schema
 
-IMAGE = "sha256:" + "5b1c" * 16
-SOURCE = f'''[[mcp_server]]
-id = "git"
-image = "{IMAGE}"
-command = ["/usr/local/bin/mcp-server-git"]
-label = "private"
-[mcp_server.tool.git_log]
-args = {{ repo_path = "path" }}
-'''
-SCHEMA = {"type": "object", "required": ["repo_path"],
-          "properties": {"repo_path": {"type": "string"},
-                         "max_count": {"type": "integer", "default": 10}}}
+SOURCE = git_source()
+SCHEMA = log_schema(max_count={"type": "integer", "default": 10})
 TOOLS = [{"name": "git_log", "description": "Log.", "inputSchema": SCHEMA},
          {"name": "git_any", "description": "Any.", "inputSchema": {"type": "object",
                                                                     "not": {}}}]
 
 
 def registry(pinned: bool = True) -> McpRegistry:
-    state = parse_source_texts({"s.toml": SOURCE})
-    assert isinstance(state, SourceSet)
-    decl = state.servers["git"]
-    pin = pin_for(SOURCE, "git", TOOLS)
-    server = RegisteredServer(decl=decl, pin=pin.digest if pinned else None,
-                              unpinned=None if pinned else "drifted",
-                              verdicts=tool_verdicts(decl, pin) if pinned else {})
-    return McpRegistry(valid=True, digest="d" * 64, servers={"git": server})
+    return git_registry(SOURCE, TOOLS if pinned else None)
 
 
 def grants(text: str) -> Any:
     return parse_grant_texts({"a.toml": text})
 
 
-ALLOW = '''
-[[grant]]
-id = "log-notes"
-tool = "mcp.git.git_log"
-mode = "allow"
-args.repo_path = { paths = ["/home/me/notes"] }
-args.max_count = { max = 200 }
-'''
+ALLOW = LOG_NOTES
 
 
 def call(args: dict[str, Any], tool: str = "mcp.git.git_log", *, taint: Taint = NEW_SESSION,

@@ -125,19 +125,27 @@ def test_largest_frame_is_accepted() -> None:
     assert body is not None and len(body) == MAX_FRAME
 
 
-def test_a_bad_second_header_is_refused_when_its_bytes_arrive() -> None:
+def test_a_bad_second_header_is_refused_once_the_frame_before_it_is_taken() -> None:
     decoder = FrameDecoder()
     decoder.feed(encode_frame(b"{}") + b"\xff\xff")
-    with pytest.raises(FrameError):
-        decoder.feed(b"\xff\xff")
+    decoder.feed(b"\xff\xff")
+    assert decoder.next_frame() == b"{}"
+    with pytest.raises(FrameError, match="exceeds the limit"):
         decoder.next_frame()
 
 
-def test_a_bad_header_behind_a_complete_frame() -> None:
+def test_a_bad_header_behind_a_complete_frame_does_not_lose_the_frame() -> None:
     decoder = FrameDecoder()
     decoder.feed(encode_frame(b"{}") + b"\x00\x00\x00\x00")
+    assert decoder.next_frame() == b"{}"
     with pytest.raises(FrameError, match="length 0"):
         decoder.next_frame()
+
+
+def test_a_bad_header_alone_is_refused_by_feed() -> None:
+    decoder = FrameDecoder()
+    with pytest.raises(FrameError, match="length 0"):
+        decoder.feed(b"\x00\x00\x00\x00{}")
 
 
 def test_smaller_limit() -> None:

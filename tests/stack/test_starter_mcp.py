@@ -105,4 +105,28 @@ def test_only_a_never_pinned_time_server_is_offered_for_pinning(status: bytes,
 
 def test_under_require_passkey_the_advice_says_why(tmp_path: Path) -> None:
     assert "bxctl mcp pin time" in _starter_mcp.pin_advice(False)
-    assert "passkey" in _starter_mcp.pin_advice(True)
+    assert "bxctl mcp pin time" in _starter_mcp.pin_advice(True)
+    assert "passkey signs the pin on the approval page" in _starter_mcp.pin_advice(True)
+
+
+@pytest.mark.parametrize("require_passkey", [False, True])
+async def test_the_first_pin_runs_bxctl_mcp_pin_under_require_passkey_too(
+        tmp_path: Path, require_passkey: bool) -> None:
+    """Under require_passkey bxctl's yes prints the pin page's link, so up runs it too."""
+    asked = tmp_path / "asked"
+    fake = tmp_path / "bxctl"
+    fake.write_text(f"""#!/bin/sh
+echo "$@" >> {asked}
+if [ "$2" = list ]; then printf '%s' '{_status().decode()}'; fi
+""")
+    fake.chmod(0o755)
+    said: list[str] = []
+    await _starter_mcp.offer_first_pin([str(fake)], interactive=True,
+                                       require_passkey=require_passkey, say=said.append)
+    assert asked.read_text().splitlines() == ["mcp list --json", "mcp pin time"]
+    assert said == ["the starter time server is not pinned yet: here is what it serves"]
+    asked.unlink()
+    await _starter_mcp.offer_first_pin([str(fake)], interactive=False,
+                                       require_passkey=require_passkey, say=said.append)
+    assert asked.read_text().splitlines() == ["mcp list --json"]
+    assert said[-1] == _starter_mcp.pin_advice(require_passkey)

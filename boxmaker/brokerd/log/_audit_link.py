@@ -16,6 +16,7 @@ import attrs
 
 from ..._audit_files import verify_directory
 from ..._brokerd_config import BrokerdConfig
+from ..._pin_choice import feed_pins
 from ...proto._convert import U64
 from ...proto._taint import Taint
 from ...proto.audit import (
@@ -45,8 +46,8 @@ class AuditStartup:
     head_seq: int | None
     report: StartupReport | None = None
     passkey_records: list[Record] = attrs.field(factory=list)
-    """`passkey` records and approvals with a passkey: the credentials and sign counts
-    (only those after the last accepted break)."""
+    """`passkey` records, and approvals and pins with a passkey: the credentials and
+    sign counts (only those after the last accepted break)."""
     passkeys_dropped: bool = False
     """This start accepted a break and left out the credentials before it: enrol again."""
     abandoned: list[ApprovalRecord] = attrs.field(factory=list)
@@ -84,14 +85,11 @@ class TaintCollector:
             # The records before an accepted break are not trusted for
             # credentials: a planted `passkey` record sits in the damage.
             self.passkey_records.clear()
-            self.pins.accepted_break()
-        elif isinstance(event, McpPinRecord):
-            if event.action == "pinned" and event.digest is not None:
-                self.pins.pinned(event.server, event.digest, record.seq)
-            else:
-                self.pins.unpinned(event.server, record.seq)
-        elif isinstance(event, McpServerRecord) and event.event == "drifted":
-            self.pins.drifted(event.server, record.seq)
+            feed_pins(self.pins, record)
+        elif isinstance(event, (McpPinRecord, McpServerRecord)):
+            if isinstance(event, McpPinRecord) and event.passkey is not None:
+                self.passkey_records.append(record)  # the credential's sign count
+            feed_pins(self.pins, record)
         if isinstance(event, DecisionRecord) and isinstance(event.outcome, OutcomeAsk):
             asks = self.open_asks
             if len(asks) >= MAX_OPEN_ASKS:

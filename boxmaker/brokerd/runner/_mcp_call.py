@@ -94,6 +94,10 @@ class McpProbe:
     listed: Listed | None
     problem: str | None
     containers: tuple[str, ...]
+    egress: tuple[dict[str, Any], ...] | None = None
+    """With egress (a `-net-p` sidecar): every connection the probe's containers opened
+    or were refused, as a call's ``result.source.egress``; None: no network."""
+    egress_truncated: bool = False
 
 
 def _exit_of(process: trio.Process) -> int | None:
@@ -224,14 +228,16 @@ async def _call(run: _Run, connection: McpConnection, *, pin: Pin, call_id: int,
 
 
 async def probe_mcp_server(launcher: McpLauncher, decl: ServerDecl,
-                           names: Callable[[], str], *, version: str) -> McpProbe:
+                           names: Callable[[], str], *, version: str,
+                           network_of: str | None = None) -> McpProbe:
     """The live list of `decl`'s server for a pin (the era probe when `auto`).
 
-    `names` gives each process's container name (a probe may need two)."""
+    `names` gives each process's container name (a probe may need two);
+    `network_of` the sidecar whose network both share (None: no network)."""
     protocol: ClientProtocol = decl.protocol
     containers: list[str] = []
     for _ in range(2):
-        launch = Launch(decl=decl, name=names())
+        launch = Launch(decl=decl, name=names(), network_of=network_of)
         containers.append(launch.name)
         run = _Run(decl, launch.name, None)
         try:

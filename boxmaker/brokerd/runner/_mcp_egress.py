@@ -5,7 +5,7 @@
 
 - ``none``: None, the container has ``--network=none``;
 - ``server``: the server's `hosts` patterns (without a port 443, with one that
-  port), the server's `private_network`;
+  port), the server's `private_network` (`server_rules`, a probe's too);
 - ``arg:NAME``: exactly the host and effective port of the call's effective
   URL argument NAME (443 for a `host` argument), the winning grant's
   `private_network` on that argument; an argument that is absent or of
@@ -48,8 +48,7 @@ def egress_rules(decl: ServerDecl, mcp_name: str, grammar: ToolGrammar | None,
     if egress.word == "none":
         return None
     if egress.word == "server":
-        return EgressRules(patterns=decl.hosts, private_network=decl.private_network,
-                           limit=decl.max_connections)
+        return server_rules(decl)
     name = egress.argument or ""
     kind = grammar.kinds.get(name) if grammar is not None else None
     value = argument_value(effective, name)
@@ -66,6 +65,15 @@ def egress_rules(decl: ServerDecl, mcp_name: str, grammar: ToolGrammar | None,
     else:
         return None
     return EgressRules(exact=(pair,), private_network=name in private_args,
+                       limit=decl.max_connections)
+
+
+def server_rules(decl: ServerDecl) -> EgressRules | None:
+    """The server's `hosts` (egress ``server``), or None when it has none: what a call
+    of a ``server`` tool and every probe may reach (12 "What a pin covers")."""
+    if not decl.hosts:
+        return None
+    return EgressRules(patterns=decl.hosts, private_network=decl.private_network,
                        limit=decl.max_connections)
 
 

@@ -13,6 +13,11 @@ start failure (the server did not start, negotiate or list, or exited before
 the call line) counts toward the cool-down; the start of one is told to `on_event` (brokerd writes
 the `mcp_server cooling_down` record), as is a drift (`drifted`).
 
+`probe` runs one probe for a pin the same way: the container its calls get,
+with egress ``server`` when the server has `hosts` (a ``-net-p`` sidecar
+through the same `_sealed` path as a call's, every connection kept), else
+none.
+
 `run_mcp` answers the whole outcome (`McpRun`, what `result.source` records);
 `run` answers the runner seam's `RunOutcome`, `source` included, with 12's
 statuses as they are: `pin_mismatch` and `source_unavailable` (nothing ran,
@@ -22,9 +27,9 @@ brokerd's call lifecycle (denial `pin_mismatch`, error `source_unavailable`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import attrs
 import trio
@@ -42,8 +47,8 @@ from ...proto.tools import RunsOn
 from ._egress import EgressProxy, EgressRules, Resolver, system_resolver
 from ._host_walk import HostWalker, UnsafeTarget
 from ._mcp_argv import mcp_call_container_name
-from ._mcp_call import START_FAILED, McpRun, run_mcp_call
-from ._mcp_egress import egress_records, egress_rules, sealed_egress
+from ._mcp_call import START_FAILED, McpProbe, McpRun, probe_mcp_server, run_mcp_call
+from ._mcp_egress import egress_records, egress_rules, sealed_egress, server_rules
 from ._mcp_launch import Launch, McpLauncher
 from ._mcp_mounts import plan_mcp_mounts
 from ._mounts import MaskSources, Mount
@@ -77,8 +82,11 @@ class McpEvent:
     reason: str
 
 
-def _no_run(container: str, status: Literal["source_unavailable", "runner_unavailable",
-                                            "unsafe_target"], message: str) -> McpRun:
+NoRun = Literal["source_unavailable", "runner_unavailable", "unsafe_target"]
+_T = TypeVar("_T")
+
+
+def _no_run(container: str, status: NoRun, message: str) -> McpRun:
     return McpRun(status=status, output=None, message=message, container=container,
                   protocol=None, list_digest=None, request_sha256=None, response_sha256=None,
                   is_error=None, exit=None)
@@ -230,27 +238,58 @@ class McpRuntime:
     async def _with_egress(self, rules: EgressRules, launch: Launch, pin: Pin, spec: RunSpec,
                            mcp_name: str) -> McpRun:
         """One call whose container shares a sidecar's network, sealed to `rules`."""
+
+        async def call(sidecar: str) -> McpRun:
+            return await run_mcp_call(self.launcher, attrs.evolve(launch, network_of=sidecar),
+                                      pin=pin, call_id=spec.call_id, mcp_name=mcp_name,
+                                      arguments=dict(spec.args), version=self.version)
+
+        run, egress, truncated = await self._sealed(
+            rules, launch.decl, launch.name, call,
+            lambda status, message: _no_run(launch.name, status, message))
+        return attrs.evolve(run, egress=egress, egress_truncated=truncated)
+
+    async def probe(self, decl: ServerDecl, name: str) -> McpProbe:
+        """One probe for a pin (12 "What a pin covers"): the container `name` its calls
+        get, with egress ``server`` (its `hosts`, a ``-net-p`` sidecar, every connection
+        in `McpProbe.egress`) when `hosts` is non-empty, else no network."""
+
+        async def probe(sidecar: str | None) -> McpProbe:
+            return await probe_mcp_server(self.launcher, decl, lambda: name,
+                                          version=self.version, network_of=sidecar)
+
+        rules = server_rules(decl)
+        if rules is None:
+            return await probe(None)
+        found, egress, truncated = await self._sealed(
+            rules, decl, name, probe,
+            lambda _, message: McpProbe(listed=None, problem=message, containers=(name,)))
+        return attrs.evolve(found, egress=egress, egress_truncated=truncated)
+
+    async def _sealed(self, rules: EgressRules, decl: ServerDecl, container: str,
+                      body: Callable[[str], Awaitable[_T]],
+                      failed: Callable[[NoRun, str], _T]
+                      ) -> tuple[_T, tuple[dict[str, Any], ...], bool]:
+        """`body` run with the sidecar of `container` sealed to `rules` (a call's or a
+        probe's, 12 "Egress"), or `failed` when it could not be set up; the connections."""
         if self.call_dir is None:
-            return _no_run(launch.name, "runner_unavailable",
-                           f"no scratch directory for the egress socket. {UNAVAILABLE}")
+            return failed("runner_unavailable",
+                          f"no scratch directory for the egress socket. {UNAVAILABLE}"), (), False
         proxy: EgressProxy | None = None
         try:
             async with sealed_egress(
-                    self.launcher, rules, container=launch.name, call_dir=self.call_dir,
-                    ready_timeout_s=launch.decl.start_timeout_ms / 1000,
+                    self.launcher, rules, container=container, call_dir=self.call_dir,
+                    ready_timeout_s=decl.start_timeout_ms / 1000,
                     resolver=self.resolver) as (sidecar, proxy):
-                shared = attrs.evolve(launch, network_of=sidecar)
-                run = await run_mcp_call(self.launcher, shared, pin=pin,
-                                         call_id=spec.call_id, mcp_name=mcp_name,
-                                         arguments=dict(spec.args), version=self.version)
+                out = await body(sidecar)
         except PodmanCommandError as exc:
-            run = _no_run(launch.name, "source_unavailable", str(exc))
+            out = failed("source_unavailable", str(exc))
         except OSError as exc:
-            run = _no_run(launch.name, "runner_unavailable",
-                          f"the egress socket could not be set up ({exc.strerror or exc}). "
-                          f"{UNAVAILABLE}")
+            out = failed("runner_unavailable",
+                         f"the egress socket could not be set up ({exc.strerror or exc}). "
+                         f"{UNAVAILABLE}")
         egress, truncated = egress_records(proxy)
-        return attrs.evolve(run, egress=egress, egress_truncated=truncated)
+        return out, egress, truncated
 
     async def run(self, spec: RunSpec) -> RunOutcome:
         run, mcp_name = await self.run_mcp(spec)

@@ -362,6 +362,7 @@ _register_declassify()
 omit_when_none(ApprovalRecord, "passkey")  # an approval without one is written as before
 omit_when_none(DecisionRecord, "effective_args", "pin")  # 12: a built-in call's as before
 omit_when_none(ResultRecord, "source")
+omit_when_none(McpServerRecord, "egress", "egress_truncated")  # only on probed (issue 26)
 
 
 # --------------------------------------------------------------------------

@@ -39,7 +39,7 @@ _CONTAINER = re.compile(r"[a-z0-9][a-z0-9_.-]{0,254}", re.ASCII)
 _ADDRESS = re.compile(r"[0-9a-f.:]{2,45}", re.ASCII)
 
 PinAction = Literal["pinned", "unpinned"]
-ServerEvent = Literal["probe", "drifted", "cooling_down", "restarted"]
+ServerEvent = Literal["probe", "probed", "drifted", "cooling_down", "restarted"]
 Refusal = Literal["not_allowed", "address_not_allowed", "limit"]
 
 
@@ -95,8 +95,21 @@ class DriftNames:
 
 
 @attrs.frozen(kw_only=True)
+class EgressRecord:
+    """One connection a server's container opened or was refused."""
+
+    host: str | None
+    port: U64
+    address: str | None
+    bytes_out: U64
+    bytes_in: U64
+    refused: Refusal | None
+
+
+@attrs.frozen(kw_only=True)
 class McpServerRecord:
-    """A probe, a drift, a cool-down or its end (event key ``mcp_server``)."""
+    """A probe, the end of a probe with egress, a drift, a cool-down or its end (event
+    key ``mcp_server``)."""
 
     server: str
     call: U64 | None
@@ -107,18 +120,10 @@ class McpServerRecord:
     list_digest: str | None
     reason: str | None
     drift: DriftNames | None
-
-
-@attrs.frozen(kw_only=True)
-class EgressRecord:
-    """One connection a server's container opened or was refused."""
-
-    host: str | None
-    port: U64
-    address: str | None
-    bytes_out: U64
-    bytes_in: U64
-    refused: Refusal | None
+    egress: list[EgressRecord] | None = None
+    """Only on `probed` (issue 26): every connection the probe's containers opened or
+    were refused, as a call's `result.source.egress`; left out otherwise."""
+    egress_truncated: bool | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -263,8 +268,17 @@ def _server_problem(payload: dict[str, Any]) -> Problem:
     if problem is not None:
         return problem
     event = payload["event"]
-    if event == "probe" and (payload["probe_id"] is None or payload["call"] is not None):
+    if event in ("probe", "probed") and (payload["probe_id"] is None
+                                         or payload["call"] is not None):
         return ("probe_id", "a probe names its probe id and no call")
+    probed = event == "probed"
+    for name in ("egress", "egress_truncated"):
+        if (payload.get(name) is not None) != probed:
+            return (name, f"{name} is present exactly when the event is probed")
+    if probed:
+        problem = _egress_list_problem(payload, "")
+        if problem is not None:
+            return problem
     if event == "drifted" and (payload["call"] is None or payload["probe_id"] is not None):
         return ("call", "a drift names the call it was found at and no probe")
     if event == "restarted" and (payload["call"], payload["probe_id"]) != (None, None):
@@ -282,8 +296,8 @@ def _server_problem(payload: dict[str, Any]) -> Problem:
     return None
 
 
-def _egress_problem(index: int, item: dict[str, Any]) -> Problem:
-    where = f"source.egress[{index}]"
+def _egress_problem(index: int, item: dict[str, Any], prefix: str = "source.") -> Problem:
+    where = f"{prefix}egress[{index}]"
     host = item["host"]
     if host is not None and not 1 <= len(host) <= MAX_HOST:
         return (f"{where}.host", f"expected 1 to {MAX_HOST} characters or null")
@@ -321,13 +335,19 @@ def result_source_problem(payload: dict[str, Any]) -> Problem:
         source, ("list_digest", "request_sha256", "response_sha256"))
     if problem is not None:
         return ("source." + problem[0], problem[1])
-    egress = source["egress"]
+    return _egress_list_problem(source, "source.")
+
+
+def _egress_list_problem(payload: dict[str, Any], prefix: str) -> Problem:
+    """`egress` and `egress_truncated` of a `result.source` or an `mcp_server probed`."""
+    egress = payload["egress"]
     if len(egress) > MAX_EGRESS:
-        return ("source.egress", f"expected at most {MAX_EGRESS} connections")
-    if source["egress_truncated"] and len(egress) != MAX_EGRESS:
-        return ("source.egress_truncated", f"truncated only with {MAX_EGRESS} connections kept")
+        return (f"{prefix}egress", f"expected at most {MAX_EGRESS} connections")
+    if payload["egress_truncated"] and len(egress) != MAX_EGRESS:
+        return (f"{prefix}egress_truncated",
+                f"truncated only with {MAX_EGRESS} connections kept")
     for index, item in enumerate(egress):
-        problem = _egress_problem(index, item)
+        problem = _egress_problem(index, item, prefix)
         if problem is not None:
             return problem
     return None

@@ -1,7 +1,11 @@
-"""Taints recomputed from the verified records as start-up streams them (04-audit)."""
+"""Taints recomputed from the verified records as start-up streams them (04-audit); the
+signed pins kept for the passkey registry and every pin record folded into the ledger."""
 
 from __future__ import annotations
 
+import attrs
+
+from boxmaker.brokerd._tool_sources import pin_record, unpin_record
 from boxmaker.brokerd.log._audit_link import TaintCollector
 from boxmaker.proto._convert import U64, JsonObject
 from boxmaker.proto._taint import NEW_SESSION, Taint
@@ -14,6 +18,9 @@ from boxmaker.proto.audit._audit import (
     ResultRecord,
     Stop,
 )
+from boxmaker.proto.audit._audit_passkey import PasskeyUse
+from tests.brokerd._mcp_home import pin_for
+from tests.test_source_files import SOURCE, TOOLS
 
 PRIVATE = Taint(label="private", untrusted=False)
 SECRET = Taint(label="secret", untrusted=True)
@@ -93,3 +100,18 @@ def test_open_asks_are_those_with_no_approval_record_across_breaks() -> None:
     closed = _abandoned(collector.open_asks)
     assert [(a.call, a.verdict, a.by, a.redecision) for a in closed] == [
         (2, "abandoned", None, None), (11, "abandoned", None, None)]
+
+
+def test_signed_pins_feed_the_passkeys_and_every_pin_the_ledger() -> None:
+    pin = pin_for(SOURCE, "git", TOOLS)
+    use = PasskeyUse(credential_id="AAAA", sign_count=U64(4), assertion_sha256="0" * 64)
+    signed = record(1, attrs.evolve(pin_record(pin, prev=None, by=1), passkey=use))
+    plain = record(2, pin_record(pin, prev=pin.digest, by=1))
+    collector = TaintCollector()
+    for item in (signed, plain, record(3, unpin_record("git", prev=pin.digest, by=1,
+                                                       reason=None))):
+        collector(item)
+    assert collector.passkey_records == [signed]  # its sign count, at start
+    newest = collector.pins.newest("git")
+    assert newest is not None and (newest.event, newest.seq) == ("unpinned", 3)
+    assert collector.pins.last_pinned("git") == pin.digest

@@ -24,29 +24,20 @@ from boxmaker.brokerd.runner._mcp_launch import Launch, SubprocessMcpLauncher
 from boxmaker.proto.mcp import (
     Pin,
     ServerDecl,
-    SourceSet,
     make_pin,
-    parse_source_texts,
     pin_source,
     pin_tools,
 )
-from tests.brokerd.runner.test_mcp_io import FAKE, TIME, needs_time
+from tests.brokerd.runner._mcp_fixtures import FAKE, server_decl, server_toml
+from tests.brokerd.runner.test_mcp_io import TIME, needs_time
 
 IMAGE = "sha256:" + "5b1c" * 16
 
 
 def decl(protocol: str = "auto", **more: str) -> ServerDecl:
     extra = "".join(f"{key} = {value}\n" for key, value in more.items())
-    state = parse_source_texts({"fake.toml": f'''
-[[mcp_server]]
-id = "fake"
-image = "{IMAGE}"
-command = ["/usr/local/bin/fake"]
-label = "private"
-protocol = "{protocol}"
-{extra}'''})
-    assert isinstance(state, SourceSet), state
-    return state.servers["fake"]
+    return server_decl(server_toml(IMAGE, ["/usr/local/bin/fake"], protocol=protocol,
+                                   start_timeout_ms=None, extra=extra))
 
 
 def fake_launcher(*behaviours: str, **script: Any) -> SubprocessMcpLauncher:

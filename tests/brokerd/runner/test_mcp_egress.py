@@ -43,18 +43,17 @@ from boxmaker.brokerd.runner._spec import RunOutcome, build_run_spec
 from boxmaker.proto.audit import McpSource
 from boxmaker.proto.audit._audit_mcp import _structure_source, result_source_problem
 from boxmaker.proto.mcp import (
-    Pin,
     ServerDecl,
-    SourceSet,
-    make_pin,
-    parse_source_texts,
-    pin_source,
-    pin_tools,
     tool_verdicts,
 )
-from tests.brokerd.runner.test_mcp_io import FAKE
+from tests.brokerd.runner._mcp_fixtures import (
+    FAKE,
+    fake_command,
+    fake_pin,
+    server_decl,
+    server_toml,
+)
 from tests.brokerd.runner.test_mcp_mounts import WithFake, _names, _podman_launcher
-from tests.fakes.mcp_stdio_server import tools as fake_tools
 from tests.fakes.podman import tools_image
 
 INSTANCE = "e9e55c0d"
@@ -63,28 +62,8 @@ ALLOWED = "allowed.example"
 
 def egress_decl(image: str = "sha256:" + "ab" * 32, egress: str = "arg:url",
                 extra: str = "") -> ServerDecl:
-    command = ["/usr/bin/python3", "-I", str(FAKE), json.dumps({"behaviours": ["fetch"]})]
-    state = parse_source_texts({"fake.toml": f'''
-[[mcp_server]]
-id = "fake"
-image = "{image}"
-command = {json.dumps(command)}
-label = "private"
-protocol = "2026-07-28"
-start_timeout_ms = 120000
-{extra}
-[mcp_server.tool.get]
-args = {{ url = "url" }}
-egress = "{egress}"
-'''})
-    assert isinstance(state, SourceSet), state
-    return state.servers["fake"]
-
-
-def pin_of(server: ServerDecl) -> Pin:
-    return make_pin(server="fake", protocol="2026-07-28", source=pin_source(server),
-                    tools=pin_tools(fake_tools({"fetch"}), ()), server_info=None,
-                    instructions=None, pinned_at="2026-12-02T10:00:00.000000Z", by=0)
+    return server_decl(server_toml(image, fake_command("fetch"), extra=extra,
+                                   tools={"get": {"url": "url"}}, egress={"get": egress}))
 
 
 # -- the rules --------------------------------------------------------------------------------
@@ -92,7 +71,7 @@ def pin_of(server: ServerDecl) -> Pin:
 
 def test_the_rules_of_each_egress_word() -> None:
     server = egress_decl()
-    grammar = tool_verdicts(server, pin_of(server))["get"].grammar
+    grammar = tool_verdicts(server, fake_pin(server, ["fetch"]))["get"].grammar
     rules = egress_rules(server, "get", grammar, {"url": "https://docs.example.org/a"}, ())
     assert rules == EgressRules(exact=(("docs.example.org", 443),), limit=32)
     rules = egress_rules(server, "get", grammar, {"url": "http://docs.example.org:8080/"},
@@ -229,7 +208,7 @@ async def call_get(server: ServerDecl, args: dict[str, Any], resolver: Resolver,
         return made
 
     runtime = McpRuntime(WithFake(_podman_launcher(server.image)),
-                         {"fake": McpServerState(decl=server, pin=pin_of(server))},
+                         {"fake": McpServerState(decl=server, pin=fake_pin(server, ["fetch"]))},
                          instance=INSTANCE, version="0.test", call_dir=call_dir,
                          resolver=resolver)
     spec = build_run_spec(call_id=call_id, session="default", tool="mcp.fake.get",
@@ -310,27 +289,14 @@ async def test_with_egress_the_server_still_has_only_lo_no_route_no_resolver(
         tmp_path: Path) -> None:
     """The server shares the sidecar's namespace: `lo` only, no route, no resolver, and a
     listener on the host's loopback is not reached (127.0.0.1 is the sidecar's)."""
-    command = ["/usr/bin/python3", "-I", str(FAKE), json.dumps({"behaviours": ["network"]})]
-    state = parse_source_texts({"fake.toml": f'''
-[[mcp_server]]
-id = "fake"
-image = "{tools_image()}"
-command = {json.dumps(command)}
-label = "private"
-protocol = "2026-07-28"
-start_timeout_ms = 120000
-hosts = ["{ALLOWED}"]
-'''})
-    assert isinstance(state, SourceSet), state
-    server = state.servers["fake"]
+    server = server_decl(server_toml(tools_image(), fake_command("network"),
+                                     extra=f'hosts = ["{ALLOWED}"]\n'))
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(4)
     listener.setblocking(False)
     port = listener.getsockname()[1]
-    pin = make_pin(server="fake", protocol="2026-07-28", source=pin_source(server),
-                   tools=pin_tools(fake_tools(set()), ()), server_info=None,
-                   instructions=None, pinned_at="2026-12-02T10:00:00.000000Z", by=0)
+    pin = fake_pin(server)
     runtime = McpRuntime(WithFake(_podman_launcher(server.image)),
                          {"fake": McpServerState(decl=server, pin=pin)},
                          instance=INSTANCE, version="0.test",
@@ -377,7 +343,8 @@ async def test_no_sidecar_no_call_and_nothing_is_left(tmp_path: Path) -> None:
                           grant_entry=None, private_network=False, label="private",
                           untrusted=True)
     for directory in (call_dir, None):
-        runtime = McpRuntime(launcher, {"fake": McpServerState(decl=server, pin=pin_of(server))},
+        state = McpServerState(decl=server, pin=fake_pin(server, ["fetch"]))
+        runtime = McpRuntime(launcher, {"fake": state},
                              instance=INSTANCE, version="0.test", call_dir=directory)
         with trio.fail_after(60):
             outcome = await runtime.run(spec)

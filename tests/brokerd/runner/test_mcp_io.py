@@ -40,8 +40,8 @@ from boxmaker.proto.mcp import (
     compare_tools,
     pin_tools,
 )
+from tests.brokerd.runner._mcp_fixtures import FAKE
 
-FAKE = Path(__file__).resolve().parents[2] / "fakes" / "mcp_stdio_server.py"
 TIME_VERSION = "2026.10.19"
 SERVERS = Path(os.environ.get("BOXMAKER_MCP_SERVERS",
                               Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))

@@ -33,13 +33,12 @@ from boxmaker.brokerd.runner._podman_argv import PodmanSettings
 from boxmaker.brokerd.runner._three_steps import MountIdentity
 from boxmaker.proto.mcp import (
     ServerDecl,
-    SourceSet,
     make_pin,
-    parse_source_texts,
     pin_source,
     pin_tools,
 )
-from tests.brokerd.runner.test_mcp_io import FAKE, RecordingReceive, RecordingSend
+from tests.brokerd.runner._mcp_fixtures import FAKE, server_decl, server_toml
+from tests.brokerd.runner.test_mcp_io import RecordingReceive, RecordingSend
 from tests.fakes.mcp_stdio_server import tools as fake_tools
 from tests.fakes.podman import mcp_image, tools_image
 
@@ -47,18 +46,8 @@ ENV_DUMP = ("import json, os, sys; sys.stdout.write(json.dumps(dict(os.environ))
 
 
 def decl(image: str, command: list[str], protocol: str = "auto") -> ServerDecl:
-    state = parse_source_texts({"fake.toml": f'''
-[[mcp_server]]
-id = "fake"
-image = "{image}"
-command = {json.dumps(command)}
-env = {{ FAKE_MODE = "1" }}
-label = "private"
-protocol = "{protocol}"
-start_timeout_ms = 60000
-'''})
-    assert isinstance(state, SourceSet), state
-    return state.servers["fake"]
+    return server_decl(server_toml(image, command, env={"FAKE_MODE": "1"}, protocol=protocol,
+                                   start_timeout_ms=60000))
 
 
 async def test_the_test_launcher_gives_the_container_environment_only() -> None:
@@ -188,19 +177,10 @@ class Recording:
 @pytest.mark.parametrize("protocol", ["auto", "2025-11-25"])
 async def test_the_reference_server_in_podman_and_its_hashes(protocol: str) -> None:
     image = mcp_image()
-    state = parse_source_texts({"time.toml": f'''
-[[mcp_server]]
-id = "time"
-image = "{image}"
-command = ["/usr/bin/python3", "-m", "mcp_server_time", "--local-timezone", "UTC"]
-env = {{ PYTHONPATH = "/opt/mcp/time" }}
-label = "public"
-untrusted = false
-protocol = "{protocol}"
-start_timeout_ms = 120000
-'''})
-    assert isinstance(state, SourceSet), state
-    server = state.servers["time"]
+    server = server_decl(server_toml(
+        image, ["/usr/bin/python3", "-m", "mcp_server_time", "--local-timezone", "UTC"],
+        server="time", env={"PYTHONPATH": "/opt/mcp/time"}, label="public", untrusted=False,
+        protocol=protocol), server="time")
     launcher = Recording(_podman_launcher(tools_image()))
     names = iter(f"boxmaker-test{os.getpid()}-mcp-time-p{n}" for n in range(1, 3))
     with trio.fail_after(300):

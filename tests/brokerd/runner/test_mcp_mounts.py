@@ -39,15 +39,15 @@ from boxmaker.brokerd.runner._three_steps import MountIdentity
 from boxmaker.proto.mcp import (
     Pin,
     ServerDecl,
-    SourceSet,
-    make_pin,
-    parse_source_texts,
-    pin_source,
-    pin_tools,
     tool_verdicts,
 )
-from tests.brokerd.runner.test_mcp_io import FAKE
-from tests.fakes.mcp_stdio_server import tools as fake_tools
+from tests.brokerd.runner._mcp_fixtures import (
+    FAKE,
+    fake_command,
+    fake_pin,
+    server_decl,
+    server_toml,
+)
 from tests.fakes.podman import tools_image
 
 INSTANCE = "wa11c0de"
@@ -55,27 +55,8 @@ INSTANCE = "wa11c0de"
 
 def wall_decl(image: str, kind: str = "path", behaviours: tuple[str, ...] = ("files",),
               extra: str = "") -> ServerDecl:
-    command = ["/usr/bin/python3", "-I", str(FAKE), json.dumps({"behaviours": list(behaviours)})]
-    state = parse_source_texts({"fake.toml": f'''
-[[mcp_server]]
-id = "fake"
-image = "{image}"
-command = {json.dumps(command)}
-label = "private"
-protocol = "2026-07-28"
-start_timeout_ms = 120000
-{extra}
-[mcp_server.tool.look]
-args = {{ path = "{kind}" }}
-'''})
-    assert isinstance(state, SourceSet), state
-    return state.servers["fake"]
-
-
-def pin_of(server: ServerDecl, behaviours: tuple[str, ...] = ("files",)) -> Pin:
-    return make_pin(server="fake", protocol="2026-07-28", source=pin_source(server),
-                    tools=pin_tools(fake_tools(set(behaviours)), ()), server_info=None,
-                    instructions=None, pinned_at="2026-12-02T10:00:00.000000Z", by=0)
+    return server_decl(server_toml(image, fake_command(*behaviours), extra=extra,
+                                   tools={"look": {"path": kind}}))
 
 
 @attrs.frozen
@@ -123,7 +104,7 @@ def _grammar(server: ServerDecl, pin: Pin) -> Any:
 
 def test_a_path_argument_is_the_narrowest_mount_with_its_masks(home: Home) -> None:
     server = wall_decl("sha256:" + "ab" * 32)
-    grammar = _grammar(server, pin_of(server))
+    grammar = _grammar(server, fake_pin(server, ["files"]))
     proj = str(home.proj)
     mounts, identities = plan_mcp_mounts(
         home.walker, grammar, {"path": proj, "also": [], "write": ""},
@@ -138,7 +119,7 @@ def test_a_path_argument_is_the_narrowest_mount_with_its_masks(home: Home) -> No
 
 def test_a_write_path_file_is_mounted_read_write_and_a_new_one_its_parent(home: Home) -> None:
     server = wall_decl("sha256:" + "ab" * 32, kind="write_path")
-    grammar = _grammar(server, pin_of(server))
+    grammar = _grammar(server, fake_pin(server, ["files"]))
     proj = str(home.proj)
     mounts, _ = plan_mcp_mounts(home.walker, grammar, {"path": f"{proj}/notes.txt"},
                                 entries={"path": (proj,)}, deny_paths=(), masks=home.masks)
@@ -154,7 +135,7 @@ def test_a_write_path_file_is_mounted_read_write_and_a_new_one_its_parent(home: 
 @pytest.mark.parametrize("spelling", ["home", "link", "hard", "dotdot"])
 def test_brokerds_home_is_refused_whatever_the_spelling(home: Home, spelling: str) -> None:
     server = wall_decl("sha256:" + "ab" * 32)
-    grammar = _grammar(server, pin_of(server))
+    grammar = _grammar(server, fake_pin(server, ["files"]))
     (home.proj / "link").symlink_to(home.home)
     os.link(home.home / "brokerd.toml", home.proj / "hard")
     root = str(home.root)
@@ -216,7 +197,7 @@ async def call_look(home: Home, server: ServerDecl, args: dict[str, Any], *,
                     launcher: McpLauncher | None = None, call_id: int = 1) -> RunOutcome:
     image = server.image
     runtime = McpRuntime(launcher or WithFake(_podman_launcher(image)),
-                         {"fake": McpServerState(decl=server, pin=pin_of(server))},
+                         {"fake": McpServerState(decl=server, pin=fake_pin(server, ["files"]))},
                          instance=INSTANCE, version="0.test", walker=home.walker,
                          masks=lambda: home.masks)
     spec = build_run_spec(call_id=call_id, session="default", tool="mcp.fake.look",

@@ -25,7 +25,7 @@ from boxmaker.brokerd.runner._oci import OciRuntime
 from boxmaker.brokerd.runner._podman_argv import PodmanSettings
 from boxmaker.brokerd.runner._three_steps import MountIdentity
 from boxmaker.proto.mcp import make_pin, pin_source, pin_tools
-from tests.brokerd.runner.test_mcp_io import FAKE
+from tests.brokerd.runner._mcp_fixtures import FAKE
 from tests.brokerd.runner.test_mcp_launch import _fake_mount, decl
 from tests.fakes.podman import tools_image
 

@@ -27,8 +27,8 @@ from boxmaker.brokerd.runner._mcp_runtime import (
 from boxmaker.brokerd.runner._runtimes import Runtimes
 from boxmaker.brokerd.runner._spec import RunSpec, build_run_spec
 from boxmaker.proto.mcp import Pin, ServerDecl, canonical_bytes
+from tests.brokerd.runner._mcp_fixtures import FAKE
 from tests.brokerd.runner.test_mcp_call import decl, fake_launcher, pinned
-from tests.brokerd.runner.test_mcp_io import FAKE
 
 TEE = '''
 import subprocess, sys

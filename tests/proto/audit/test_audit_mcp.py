@@ -168,3 +168,57 @@ def test_an_egress_list_of_64_may_be_truncated_and_65_is_refused() -> None:
     source["egress"].append(source["egress"][0])
     with pytest.raises(RecordSchemaError):
         parse_record(_line(value))
+
+
+def _probed() -> dict[str, Any]:
+    """The golden probe's record turned into the end of a probe with egress (issue 26)."""
+    value = _value(_index("mcp_server", 0))
+    value["mcp_server"] |= {
+        "event": "probed", "protocol": "2025-11-25", "reason": None,
+        "egress": [{"host": "api.example.org", "port": 443, "address": "93.184.215.14",
+                    "bytes_out": 517, "bytes_in": 4096, "refused": None},
+                   {"host": "leak.example", "port": 443, "address": None, "bytes_out": 0,
+                    "bytes_in": 0, "refused": "not_allowed"}],
+        "egress_truncated": False}
+    return value
+
+
+def test_a_probed_record_carries_the_probes_connections() -> None:
+    line = _line(_probed())
+    record = parse_record(line)
+    assert isinstance(record.event, McpServerRecord) and record.event.event == "probed"
+    assert record.event.egress is not None and record.event.egress[1].refused == "not_allowed"
+    assert encode_record(record) == line
+    # The other events are written without the two fields, as before.
+    probe = parse_record(LINES[_index("mcp_server", 0)])
+    assert b'"egress"' not in encode_record(probe)
+
+
+@pytest.mark.parametrize(("change", "where"), [
+    ({"egress": None}, "egress"),
+    ({"egress_truncated": None}, "egress_truncated"),
+    ({"call": 4, "probe_id": None}, "probe_id"),
+    ({"egress_truncated": True}, "egress_truncated"),
+    ({"egress": [{"host": None, "port": 0, "address": None, "bytes_out": 0, "bytes_in": 0,
+                  "refused": "limit"}]}, "egress[0].port"),
+    ({"egress": [{"host": "x.example", "port": 443, "address": None, "bytes_out": 3,
+                  "bytes_in": 0, "refused": "limit"}]}, "egress[0].refused"),
+])
+def test_a_probed_record_breaking_a_rule_is_refused(change: dict[str, Any], where: str
+                                                    ) -> None:
+    value = _probed()
+    value["mcp_server"] |= change
+    payload = {k: v for k, v in value["mcp_server"].items() if v is not None or k not in
+               ("egress", "egress_truncated")}
+    value["mcp_server"] = payload
+    with pytest.raises(RecordSchemaError) as caught:
+        parse_record(_line(value))
+    assert (caught.value.path or "").startswith(f"$.mcp_server.{where}"), caught.value
+
+
+def test_only_a_probed_record_has_egress() -> None:
+    value = _value(_index("mcp_server", 0))
+    value["mcp_server"] |= {"egress": [], "egress_truncated": False}
+    with pytest.raises(RecordSchemaError) as caught:
+        parse_record(_line(value))
+    assert (caught.value.path or "").startswith("$.mcp_server.egress"), caught.value

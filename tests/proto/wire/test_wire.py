@@ -128,12 +128,14 @@ DECODE: dict[tuple[str, str], Callable[[bytes], object]] = {
 # (and, for passkeys, the browser's credential and creation options: the webauthn
 # package checks them; for tool-source tools, the pinned schema the model sees)
 FREE_FORM_KEYS = frozenset({"args", "output", "credential", "creation", "parameters", "raw",
-                            "suggested_kinds"})
+                            "suggested_kinds", "kinds"})
 # Fields a request may leave out (newer than the format; written only when not null)
 OPTIONAL_FIELDS = frozenset({(("approve",), "assertion"), (("declassify",), "assertion"),
                              (("mcp_pin",), "assertion"),
                              (("event", "tool_result"), "exit"),
-                             (("status",), "mcp_tools"), (("grants_report",), "dormant")})
+                             (("status",), "mcp_tools"), (("grants_report",), "dormant"),
+                             (("mcp_status",), "server"),
+                             (("mcp_status", "servers", 0), "tools")})
 
 
 def _kind(path: Path) -> str:
