@@ -53,12 +53,17 @@ def tool_result(event: ToolResultEvent, width: int) -> str:
 
 
 def notice(event: NoticeEvent, width: int) -> str:
-    """loopd's own word about the turn; a repeat's earlier output as gutter rows."""
+    """loopd's own word about the turn; a repeat's earlier output, or a result the
+    model's answer left out, as gutter rows."""
     tool = escape_line(event.tool) if event.tool else "the tool"
     if event.kind == "cut_call":
         return wrap_line(f"! {tool}: {escape_line(event.text)}", width) + "\n"
-    header = wrap_line(f"\u27f3 {tool} was asked for again with the same arguments; "
-                       "not run again. Its earlier outcome:", width)
+    if event.kind == "result":
+        header = wrap_line(f"\u25b8 the answer left out the result of {tool}; "
+                           "boxmaker shows it:", width)
+    else:
+        header = wrap_line(f"\u27f3 {tool} was asked for again with the same arguments; "
+                           "not run again. Its earlier outcome:", width)
     rows = ModelText(GUTTER)
     return header + "\n" + rows.feed(escape_text(event.text), width) + rows.close()
 

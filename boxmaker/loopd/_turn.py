@@ -5,7 +5,10 @@ request (core.md as the system message, the conversation, the offered tools),
 stream the answer (each text delta goes out as an event the moment it
 arrives), append the assistant message, and run its tool calls in order
 through brokerd, appending a `tool` message for each.  The turn ends when the
-model stops without calling tools, or at `max_rounds`.
+model stops without calling tools, or at `max_rounds`.  When it ends so and the
+model's words since the last successful call do not carry that call's result,
+loopd shows the result to the owner itself (a `result` notice, `_shown`) and
+notes in the conversation that it did, for the model's next turn.
 
 Before the first round, when `[loop] tools` names tool-source tools, the turn
 asks brokerd's `tools` query (through the BrokerPort, with its deadline) and
@@ -71,9 +74,12 @@ from ._shown import (
     CUT_CALL_TEXT_FOR_MODEL,
     CUT_CALL_TEXT_FOR_OWNER,
     REPEAT_TEXT_FOR_MODEL,
+    RESULT_SHOWN_TEXT_FOR_MODEL,
     call_key,
+    carries,
     denial_text,
     result_text,
+    shown_text,
 )
 from ._tools import NO_MCP_OFFER, McpOffer, mcp_offer, names_mcp
 
@@ -214,6 +220,10 @@ class Turn:
     as frames); closed when the turn ends, however it ends."""
     offer: McpOffer = NO_MCP_OFFER
     """The tool-source tools of this turn (asked for at its start)."""
+    last_ok: tuple[str, str, Result] | None = None
+    """The turn's last successful call: its id, tool and result."""
+    said_since: list[str] = attrs.Factory(list)
+    """The model's words since that call's result."""
 
     async def run(self, conversation: str, text: str) -> Done:
         with self.events, trio.move_on_after(self.settings.turn_timeout_s) as scope:
@@ -236,11 +246,14 @@ class Turn:
             if result is not None and result.usage is not None:
                 prompt_tokens += result.usage.prompt_tokens
                 completion_tokens += result.usage.completion_tokens
+            if result is not None:
+                self.said_since.append(result.text)
             usage = Usage(prompt_tokens=U64(prompt_tokens),
                           completion_tokens=U64(completion_tokens))
             if result is not None and (result.finish_reason != "tool_calls"
                                        or not result.tool_calls):
                 finish: Finish = "length" if result.finish_reason == "length" else "stop"
+                await self._show_result(conversation)
                 return Done(finish=finish, rounds=U64(rounds), usage=usage)
             calls = result.tool_calls if result is not None else []
             for index, call in enumerate(calls):
@@ -252,6 +265,7 @@ class Turn:
                 ran[key] = await self._run_tool_call(conversation, call.id, call.name,
                                                      call.arguments, clock)
             if rounds >= self.settings.max_rounds:
+                await self._show_result(conversation)
                 return Done(finish="max_rounds", rounds=U64(rounds), usage=usage)
 
     async def _send(self, event: Event) -> None:
@@ -263,6 +277,22 @@ class Turn:
             self.events.send_nowait(event)
         except trio.WouldBlock:
             await self.events.send(event)
+
+    async def _show_result(self, conversation: str) -> None:
+        """The turn ends: the last successful call's result, when the model's words
+        since it do not carry it, is shown to the owner, and the model told so."""
+        if self.last_ok is None:
+            return
+        call_id, tool, result = self.last_ok
+        if carries("\n".join(self.said_since), result.output):
+            return
+        await self._send(NoticeEvent(kind="result", call_id=call_id, tool=tool,
+                                     text=shown_text(tool, result.status, result.output)))
+        await self.store.append(
+            conversation,
+            Message(role="assistant", content=RESULT_SHOWN_TEXT_FOR_MODEL.format(tool=tool),
+                    tool_calls=None, tool_call_id=None, interrupted=False, ts=now_ts()),
+        )
 
     async def _repeat(self, conversation: str, calls: Sequence[ToolCall], shown: str) -> None:
         """The model asked again for a call it made in this turn: show, do not run.
@@ -395,6 +425,9 @@ class Turn:
                 label=outcome.label, untrusted=outcome.untrusted, exit=exit_code(tool, output)))
             content = dumps({"status": outcome.status, "output": output})
             await self._tool_message(conversation, call_id, content)
+            if outcome.status == "ok":
+                self.last_ok = (call_id, tool, outcome)
+                self.said_since.clear()
             return result_text(tool, outcome.status, output)
         if isinstance(outcome, Denied):
             return await self._deny(conversation, call_id, tool, outcome.code, outcome.reason,

@@ -31,8 +31,13 @@ ACT_TEMPLATE = "qwen2.5-fenced-tool-call-act.jinja"
 """The fenced template whose tools section tells the model to act: a request a
 function does is answered with the ```tool_call block at once, not described; a
 call the user asks to see, explain or repeat is answered in words (issue 27; the
-default model's)."""
-TEMPLATES = (ACT_TEMPLATE, FENCED_TEMPLATE, "qwen2.5-fenced-json.jinja",
+default model's before the examples template)."""
+EXAMPLES_TEMPLATE = "qwen2.5-fenced-tool-call-examples.jinja"
+"""The act template with four fixed example exchanges before the conversation: a
+question answered in words, one real call whose answer quotes its result, and two
+calls the user asked to see or repeat, answered as text (issue 27; the default
+model's): should-not-call prompts stay text without costing tool prompts."""
+TEMPLATES = (EXAMPLES_TEMPLATE, ACT_TEMPLATE, FENCED_TEMPLATE, "qwen2.5-fenced-json.jinja",
              "qwen2.5-fenced-tool-call-shown.jinja", TEMPLATE_NAME)
 """Every template a model may name: the packaged ones, then the sdist's."""
 
@@ -118,7 +123,7 @@ QWEN25_CODER_15B = ModelSpec(
     ),
     sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
     size=1117320768,
-    template=ACT_TEMPLATE,
+    template=EXAMPLES_TEMPLATE,
 )
 
 GEMMA3_270M = ModelSpec(

@@ -81,6 +81,24 @@ def test_a_repeat_notice_puts_the_result_in_front_of_the_owner() -> None:
     assert (row["right"], row["result"], row["repeat"]) == (1, 1, 1)
 
 
+def test_a_result_notice_counts_and_is_counted_apart() -> None:
+    bench = _bench()
+    notice = {"notice": {"kind": "result", "call_id": "c0", "tool": "read_file",
+                         "text": "read_file ok, its result: # Demo notes"}}
+    records = [{"tool": "read_file", "args": {"path": "/u/notes/hello.md"}}]
+    frames = _frames("I read it.", "stop", [RESULT])
+    frames.insert(-1, {"id": 1, "event": notice})
+    row = bench.score(READ, READ["expect"], frames, records)
+    assert (row["right"], row["result"], row["shown"]) == (1, 1, 1)
+    quoted = bench.score(READ, READ["expect"],
+                         _frames("It says: Demo notes.", "stop", [RESULT]), records)
+    assert (quoted["result"], quoted["shown"]) == (1, 0)
+    cut = {"notice": {"kind": "cut_call", "call_id": None, "tool": None, "text": "# Demo notes"}}
+    ignored = bench.score(READ, READ["expect"], _frames("I read it.", "stop", [RESULT, cut]),
+                          records)
+    assert (ignored["result"], ignored["shown"]) == (0, 0)
+
+
 def test_the_prompts_are_twenty_tool_ten_chat_four_no_call() -> None:
     prompts = json.loads((REPO / "fixtures" / "bench" / "model-prompts.json").read_text())
     kinds = [p["kind"] for p in prompts["prompts"]]

@@ -117,9 +117,19 @@ def test_threads_from_the_environment_else_the_cores(monkeypatch: pytest.MonkeyP
 
 def test_the_default_model_runs_the_template_that_says_act() -> None:
     text = (PACKAGED_TEMPLATES / DEFAULT_MODEL.template).read_text(encoding="utf-8")
-    assert DEFAULT_MODEL.template == "qwen2.5-fenced-tool-call-act.jinja"
+    assert DEFAULT_MODEL.template == "qwen2.5-fenced-tool-call-examples.jinja"
     assert "call it at once" in text and "Do not describe the call" in text
     assert "When the user asks to see, explain or repeat a call, answer in words" in text
+    act = (PACKAGED_TEMPLATES / "qwen2.5-fenced-tool-call-act.jinja").read_text(encoding="utf-8")
+    # the act template's words, then the fixed examples: a real call, two shown as text
+    [words] = [line for line in act.splitlines() if "call it at once" in line]
+    assert words in text.splitlines()
+    after = text.split("answer in plain words without a block.<|im_end|>")[1]
+    examples = after.splitlines()[1]
+    assert examples.count("```tool_call") == 1 and examples.lower().count("as text") == 2
+    # four exchanges (a question answered in words first) and the tool response, a user turn
+    assert examples.count("<|im_start|>user") == 5 and "Jupiter" in examples
+    assert "```json" not in examples
 
 
 def test_free_port_is_bindable() -> None:

@@ -209,7 +209,7 @@ omit_when_none(ToolResultEvent, "exit")
 MAX_NOTICE_CHARS: Final = 4096
 """A `notice` event's `text` is at most this many characters (loopd cuts the output)."""
 
-NoticeKind = Literal["repeat", "cut_call"]
+NoticeKind = Literal["repeat", "cut_call", "result"]
 
 
 def _check_notice_text(_: object, attribute: attrs.Attribute[Any], value: str) -> None:
@@ -225,7 +225,9 @@ class NoticeEvent:
     turn; it was not run again, the turn ends and `text` shows the earlier
     outcome (the tool's output is untrusted: a client escapes it).  `cut_call`:
     the model's tool call was cut off (the token limit, or the server could not
-    parse it); nothing was run and the turn goes on.
+    parse it); nothing was run and the turn goes on.  `result`: the turn ended and
+    the model's final words did not carry the result of its last successful call;
+    `text` shows that result (untrusted, escaped by a client like a repeat's).
     """
 
     kind: NoticeKind
