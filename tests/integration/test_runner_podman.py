@@ -9,8 +9,10 @@ explicit nofile/nproc ulimits (docs/decisions.md).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -270,6 +272,47 @@ async def test_start_runs_a_trial_and_removes_leftovers(
         subprocess.run(
             ["podman", "rm", "-f", "--ignore", name, other], capture_output=True, check=False
         )
+
+
+async def test_start_kills_a_crashed_brokerds_podman_before_it_makes_its_container(
+    home: Path, image: str, tmp_path: Path
+) -> None:
+    """A brokerd killed with SIGKILL leaves its `podman run` children, now children of
+    init; one still creating its container would make it after the next start's sweep.
+    Start kills this installation's such processes first, and leaves another
+    installation's alone.  The stand-in is a process named podman (not this process's
+    descendant) that waits on a FIFO before it runs podman."""
+    settings = PodmanSettings(image=image, oci_runtime="runc", timeout_ms=20_000)
+    fifo = tmp_path / "go"
+    os.mkfifo(fifo)
+
+    def orphan(name: str) -> int:
+        """The pid of a process named podman whose parent has exited."""
+        launcher = subprocess.run(
+            ["bash", "-c", '(exec -a podman sh -c "$0" "$@") </dev/null >/dev/null 2>&1 & '
+             'echo $!', 'read x < "$0"; exec podman "$@"', str(fifo), "run", "--rm",
+             "--pull=never", "--name", name, image, "true"],
+            capture_output=True, text=True, check=True)
+        return int(launcher.stdout)
+
+    def alive(pid: int) -> bool:
+        return Path(f"/proc/{pid}").exists()
+
+    mine = orphan(container_name(instance_id(home), 998))
+    theirs = orphan(container_name("ffffffff", 998))
+    try:
+        runtime = PodmanRuntime(settings, home)
+        with trio.fail_after(60):
+            check = await runtime.start()
+            assert check.ok, check.reason
+            while alive(mine):  # SIGKILLed; init reaps it
+                await trio.sleep(0.05)
+        assert alive(theirs), "another installation's podman was killed"
+        await runtime.aclose()
+    finally:
+        for pid in (mine, theirs):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 # -- limits: the same argument builder, another command ---------------------------

@@ -118,9 +118,20 @@ def check_answers(audit: Path, seen: Seen) -> dict[str, Any]:
 
 def containers(prefix: str) -> list[str]:
     """podman's list of this brokerd's containers (podman can be slow on a shared host)."""
-    done = subprocess.run(["podman", "ps", "--all", "--format", "{{.Names}}"],
+    return list(container_states(prefix))
+
+
+def container_states(prefix: str) -> dict[str, str]:
+    """name -> podman's status line ("Exited (0) 2 seconds ago", "Created", ...) of each
+    container of this brokerd."""
+    done = subprocess.run(["podman", "ps", "--all", "--format", "{{.Names}}\t{{.Status}}"],
                           capture_output=True, text=True, check=False, timeout=900)
-    return [n for n in done.stdout.split() if n.startswith(prefix)]
+    states = {}
+    for line in done.stdout.splitlines():
+        name, _, status = line.partition("\t")
+        if name.startswith(prefix):
+            states[name] = status.strip()
+    return states
 
 
 SETTLE_S = 10.0
@@ -137,6 +148,19 @@ def leftovers(prefix: str, *, podman: bool, settle_s: float = SETTLE_S) -> list[
         if not left or time.monotonic() >= deadline:
             return left
         time.sleep(0.5)
+
+
+def describe_leftovers(prefix: str, names: list[str], *, podman: bool) -> list[str]:
+    """Each leftover as "name: podman status; conmon pid N or gone", so that a report
+    tells a container still being torn down from one that was lost."""
+    states = container_states(prefix) if podman else {}
+    monitors = conmons(prefix)
+    out = []
+    for name in names:
+        status = states.get(name, "not in podman's list")
+        monitor = f"conmon pid {monitors[name]}" if name in monitors else "no conmon"
+        out.append(f"{name}: {status}; {monitor}")
+    return out
 
 
 def conmons(prefix: str) -> dict[str, int]:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
 from collections.abc import Sequence
 
 import attrs
@@ -161,6 +163,10 @@ async def remove_leftovers(podman: str, prefix: str) -> list[str]:
     Returns the names removed.  Nothing is recorded in the audit log: it already
     shows those calls as unfinished.
     """
+    killed = await trio.to_thread.run_sync(kill_orphan_creators, prefix)
+    if killed:
+        log.warning("killed %d podman process(es) a crashed brokerd left creating %s* "
+                    "containers: pids %s", len(killed), prefix, killed)
     raw = await podman_command(
         [podman, "ps", "--all", "--filter", f"name=^{prefix}", "--format", "{{.Names}}"]
     )
@@ -169,3 +175,73 @@ async def remove_leftovers(podman: str, prefix: str) -> list[str]:
         await podman_command([podman, "rm", "--force", "--ignore", "--time", "0", *names])
         log.warning("removed %d leftover tool container(s): %s", len(names), ", ".join(names))
     return names
+
+
+def kill_orphan_creators(prefix: str) -> list[int]:
+    """SIGKILL every podman process of this uid (not brokerd's own child) whose arguments
+    name a `prefix`* container, and return their pids.
+
+    A brokerd killed with SIGKILL leaves its ``podman run`` children running; one that
+    was still creating its container when the next brokerd swept would create it after
+    the sweep, and then die on its closed pipes before removing it.  Killing the
+    creators first makes the sweep's list final.  (Under systemd the unit's cgroup is
+    killed with brokerd and none are left.)"""
+    me, uid = os.getpid(), os.getuid()
+    killed = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        pid = int(entry)
+        if not _names_a_container(pid, prefix, uid, me):
+            continue
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            continue
+        killed.append(pid)
+    return sorted(killed)
+
+
+def _status(pid: int) -> tuple[int, int] | None:
+    """(real uid, parent pid) of `pid`, None when it is gone or unreadable."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as file:
+            status = file.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    fields = dict(line.partition(":")[::2] for line in status.splitlines())
+    try:
+        return int(fields.get("Uid", "").split()[0]), int(fields.get("PPid", "").strip())
+    except (IndexError, ValueError):
+        return None
+
+
+def _descends_from(pid: int, ancestor: int) -> bool:
+    for _ in range(64):  # bounded: a pid chain this deep is not brokerd's
+        found = _status(pid)
+        if found is None or found[1] <= 1:
+            return False
+        if found[1] == ancestor:
+            return True
+        pid = found[1]
+    return False
+
+
+def _names_a_container(pid: int, prefix: str, uid: int, me: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as file:
+            argv = file.read().split(b"\0")
+    except OSError:
+        return False
+    found = _status(pid)
+    if found is None or found[0] != uid or os.path.basename(argv[0]) != b"podman":
+        return False
+    if _descends_from(pid, me):  # brokerd's own calls (rootless podman re-executes itself)
+        return False
+    wanted = os.fsencode(prefix)
+    return any(arg.startswith(wanted) or arg.startswith(b"--name=" + wanted)
+               for arg in argv[1:])
