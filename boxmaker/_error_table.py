@@ -180,6 +180,7 @@ CONDITIONS: Final[Mapping[str, str]] = {
     "grants_missing": "docs/runbook.md#grants-missing",
     "broker_state_damaged": "docs/runbook.md#broker-state-damaged",
     "audit_chain_broken": "docs/runbook.md#audit-chain-broken",
+    "kept_assertion_failed": "docs/runbook.md#kept-assertion-failed",
     "runner_unavailable": "docs/runbook.md#runner-unavailable",
     "approvals_exhausted": "docs/runbook.md#approvals-exhausted",
     "too_many_pending": "docs/runbook.md#too-many-pending",

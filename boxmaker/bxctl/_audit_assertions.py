@@ -31,6 +31,7 @@ from typing import Any
 
 import attrs
 
+from .._error_table import CONDITIONS
 from .._passkey_check import MAX_SIDECAR, LoggedApproval, recheck
 from .._pin_assertion import MAX_PIN_SIDECAR, LoggedPin, recheck_pin
 from ..proto._escape import escape_line
@@ -51,7 +52,7 @@ from ..proto.wire import from_b64url
 ASSERTIONS_DIR = "assertions"
 CHALLENGE_SUFFIX = ".challenge.json"
 MAX_KEPT = 256 * 1024
-RUNBOOK = "docs/runbook.md#kept-assertion-failed"
+RUNBOOK = CONDITIONS["kept_assertion_failed"]
 
 
 @attrs.frozen(kw_only=True)

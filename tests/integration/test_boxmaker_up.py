@@ -108,6 +108,9 @@ def test_up_writes_a_home_starts_everything_chats_and_stops(
             assert "list_dir denied (runner_unavailable)" in screen
         else:
             assert "✓ list_dir ok" in screen
+            # "Listed." leaves the listing out: loopd shows it (issue 27's result notice)
+            up.expect(b"boxmaker shows it")
+            up.expect(b"hello.md")
         up.expect(b"you> ")
     finally:
         code = up.close()
@@ -126,8 +129,13 @@ def test_up_writes_a_home_starts_everything_chats_and_stops(
                                capture_output=True, check=False)
         assert probe.returncode != 0, f"{sock} still accepts connections"
     conversation = (home / "conversations" / "default.jsonl").read_text().splitlines()
-    assert [json.loads(line)["role"] for line in conversation] == [
-        "user", "assistant", "user", "assistant", "tool", "assistant"]
+    roles = [json.loads(line)["role"] for line in conversation]
+    if tools:  # the last: loopd's note to the model that boxmaker showed the listing
+        assert roles == ["user", "assistant", "user", "assistant", "tool", "assistant",
+                         "assistant"]
+        assert "boxmaker showed" in json.loads(conversation[-1])["content"]
+    else:  # a denial is no result to show
+        assert roles == ["user", "assistant", "user", "assistant", "tool", "assistant"]
 
 
 def test_up_with_the_approval_page(fake_llama: Callable[[list[dict[str, Any]]], str]) -> None:
