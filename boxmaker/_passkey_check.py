@@ -104,15 +104,23 @@ def _sidecar(data: bytes) -> tuple[str, str, tuple[str, ...]]:
     value = strict_json(data)
     if type(value) is not dict or set(value) != {"nonce", "rp_id", "origins"}:
         raise ValueError("the challenge sidecar is not {nonce, rp_id, origins}")
-    nonce, rp_id, origins = value["nonce"], value["rp_id"], value["origins"]
+    nonce = value["nonce"]
     if type(nonce) is not str or _NONCE.fullmatch(nonce) is None:
         raise ValueError("the sidecar's nonce is not 32 hex digits")
+    rp_id, origins = sidecar_rp(value)
+    return nonce, rp_id, origins
+
+
+def sidecar_rp(value: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
+    """A challenge sidecar's `rp_id` and `origins` (an approval's or a pin's), checked:
+    a DNS name, and 1 to 8 origins of it.  Raises ValueError."""
+    rp_id, origins = value["rp_id"], value["origins"]
     if type(rp_id) is not str or rp_id_problem(rp_id) is not None:
         raise ValueError("the sidecar's rp_id is not a DNS name")
     if type(origins) is not list or not 1 <= len(origins) <= 8 or any(
             type(o) is not str or origin_problem(o, rp_id) is not None for o in origins):
         raise ValueError("the sidecar's origins are not origins of its rp_id")
-    return nonce, rp_id, tuple(origins)
+    return rp_id, tuple(origins)
 
 
 def recheck(logged: LoggedApproval, kept: bytes, sidecar: bytes) -> str | None:

@@ -22,8 +22,7 @@ from typing import Any, Final
 
 import attrs
 
-from ._passkey_check import check_not_framed, strict_json
-from ._passkey_origin import origin_problem, rp_id_problem
+from ._passkey_check import check_not_framed, sidecar_rp, strict_json
 from .proto.mcp import pin_challenge
 from .proto.wire import b64url, from_b64url
 
@@ -96,21 +95,16 @@ def parse_pin_sidecar(data: bytes) -> PinSidecar:
         raise ValueError("the challenge sidecar is not {digest, invalidates, origins, "
                          "probe_id, rp_id, server}")
     server, digest, probe_id = value["server"], value["digest"], value["probe_id"]
-    rp_id, origins = value["rp_id"], value["origins"]
     if type(server) is not str or not 1 <= len(server) <= 64:
         raise ValueError("the sidecar's server is not a server id")
     if type(digest) is not str or _DIGEST.fullmatch(digest) is None:
         raise ValueError("the sidecar's digest is not 64 hex digits")
     if type(probe_id) is not int or not 0 <= probe_id < 1 << 64:
         raise ValueError("the sidecar's probe_id is not an unsigned integer")
-    if type(rp_id) is not str or rp_id_problem(rp_id) is not None:
-        raise ValueError("the sidecar's rp_id is not a DNS name")
-    if type(origins) is not list or not 1 <= len(origins) <= 8 or any(
-            type(o) is not str or origin_problem(o, rp_id) is not None for o in origins):
-        raise ValueError("the sidecar's origins are not origins of its rp_id")
+    rp_id, origins = sidecar_rp(value)
     return PinSidecar(server=server, digest=digest, probe_id=probe_id,
                       invalidates=_invalidates(value["invalidates"]), rp_id=rp_id,
-                      origins=tuple(origins))
+                      origins=origins)
 
 
 def _signed_challenge(document: dict[str, Any]) -> str:
