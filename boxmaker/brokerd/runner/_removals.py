@@ -47,13 +47,16 @@ class Removals:
         self._held: set[str] = set()
         """Reserved by `hold`, not started yet."""
         self._nursery: trio.Nursery | None = None
+        self._draining = False
+        """Set by `drain`: from then on `hold` declines (the caller removes its own)."""
         self._idle = trio.Event()
         self._idle.set()
 
     @property
     def room(self) -> bool:
         """True when a call may leave its container to `hold` (served, not too many)."""
-        return self._nursery is not None and len(self.pending) < self.limit
+        return (self._nursery is not None and not self._draining
+                and len(self.pending) < self.limit)
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                     ) -> None:
@@ -70,7 +73,7 @@ class Removals:
     def hold(self, name: str) -> Callable[[], None] | None:
         """Reserve the removal of `name`; returns its start (call it once, after the
         answer), or None: the caller removes the container itself."""
-        if self._nursery is None or name in self.pending:
+        if self._nursery is None or self._draining or name in self.pending:
             return None
         self.pending.add(name)
         self._held.add(name)
@@ -95,8 +98,13 @@ class Removals:
                 self._idle.set()
 
     async def drain(self) -> None:
-        """Start what is held, then wait (shielded) until every removal has ended."""
-        for name in sorted(self._held):
-            self._start(name)
+        """Start what is held, then wait (shielded) until every removal has ended.
+
+        From the first call on `hold` declines, so nothing is held behind the wait;
+        the loop re-reads `_idle` in case one was held between its checks."""
+        self._draining = True
         with trio.CancelScope(shield=True):
-            await self._idle.wait()
+            while self.pending:
+                for name in sorted(self._held):
+                    self._start(name)
+                await self._idle.wait()

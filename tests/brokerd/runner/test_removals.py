@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 from boxmaker._commands_config import CommandsSettings
 from boxmaker._protected import Candidate, resolve_roots
@@ -183,3 +184,43 @@ def test_a_removal_is_not_held_twice_nor_without_a_nursery() -> None:
         assert not removals.room
 
     trio.run(main)
+
+
+async def test_drain_declines_a_hold_made_while_it_waits(tmp_path: Path) -> None:
+    """A call answered during shutdown: `hold` declines once `drain` began (the caller
+    removes its own container), and `drain` returns when the removal under way ends.
+    The stand-in for podman is a real program that blocks on a FIFO until released."""
+    fifo = tmp_path / "release"
+    os.mkfifo(fifo)
+    stand_in = tmp_path / "podman"
+    stand_in.write_text(f"#!/bin/sh\nread line < '{fifo}'\n")
+    stand_in.chmod(0o700)
+    removals = Removals(str(stand_in))
+    drained = trio.Event()
+
+    async def drain() -> None:
+        await removals.drain()
+        drained.set()
+
+    def release() -> None:
+        with open(fifo, "w") as writer:
+            writer.write("go\n")
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(removals.serve)
+        start = removals.hold("under-way")
+        assert start is not None
+        start()
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(drain)
+        await trio.testing.wait_all_tasks_blocked()
+        try:
+            assert not drained.is_set()
+            assert not removals.room
+            assert removals.hold("answered-during-shutdown") is None
+        finally:
+            await trio.to_thread.run_sync(release)
+        with trio.fail_after(30):
+            await drained.wait()
+        assert removals.pending == set()
+        nursery.cancel_scope.cancel()
