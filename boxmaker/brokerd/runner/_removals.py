@@ -100,11 +100,9 @@ class Removals:
     async def drain(self) -> None:
         """Start what is held, then wait (shielded) until every removal has ended.
 
-        From the first call on `hold` declines, so nothing is held behind the wait;
-        the loop re-reads `_idle` in case one was held between its checks."""
+        From here on `hold` declines, so `_idle` is not replaced while this waits on it."""
         self._draining = True
+        for name in sorted(self._held):
+            self._start(name)
         with trio.CancelScope(shield=True):
-            while self.pending:
-                for name in sorted(self._held):
-                    self._start(name)
-                await self._idle.wait()
+            await self._idle.wait()
