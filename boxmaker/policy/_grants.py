@@ -22,7 +22,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import re
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, cast
@@ -43,6 +42,7 @@ from ._command_grants import (
     g22_problems,
 )
 from ._commands import CommandGrant
+from ._grant_fast import ID_GRAMMAR, PlainGrants
 from ._mcp_grants import is_mcp_tool, mcp_args, mcp_fields
 from ._model import (
     MODES,
@@ -57,8 +57,6 @@ from ._model import (
     Mode,
     Rule,
 )
-
-ID_GRAMMAR: Final = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
 
 KNOWN_FIELDS: Final = frozenset(
     {
@@ -143,6 +141,20 @@ def _misplaced(entry: Tool, name: str) -> str | None:
     if name in READ_ONLY_FIELDS and not entry.reads:
         return f"{name} is only for read tools, not {entry.name}"
     return None
+
+
+def allowed_fields(tool: str, mode: Mode) -> frozenset[str]:
+    """The fields a table of a catalogue tool `tool` (one taking paths or hosts) and
+    `mode` may hold without a G2 problem: `_check_fields`'s rules."""
+    entry = CATALOGUE[tool]
+    return frozenset(name for name in KNOWN_FIELDS
+                     if _misplaced(entry, name) is None
+                     and (mode != "deny" or name in DENY_FIELDS))
+
+
+PLAIN: Final = PlainGrants({(tool, mode): allowed_fields(tool, mode)
+                            for tool in CATALOGUE.path_tools for mode in MODES})
+"""The fast yes for the common file grant (`_grant_fast.py`)."""
 
 
 class _TableCheck:
@@ -448,6 +460,11 @@ def _check_tables(item: GrantFile, tables: Iterable[Any], problems: list[GrantPr
                     message=f"grant[{index}] is {_type_word(table)}, not a table",
                 )
             )
+            continue
+        grant = PLAIN.grant(table, item.name, index)  # the common grant, quickly
+        if grant is not None:
+            grants.append(grant)
+            ids.append(grant)
             continue
         check = _TableCheck(item.name, index, table)
         grant = check.check()
