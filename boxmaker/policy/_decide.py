@@ -59,7 +59,12 @@ def decide(
 ) -> Decision | Ask:
     """Decide one call against a grant state, a session taint and the protected paths
     (and, for `mcp.*` calls, the tool registry of this moment)."""
-    return _decide(call.tool, call.args, taint, grants, protected, registry)
+    tool = call.tool
+    raw_args = call.args
+    if tool.startswith("mcp."):
+        return _decide(tool, raw_args, taint, grants, protected, registry)
+    return _decision(tool, raw_args, judge(tool, raw_args, taint, grants, protected), taint,
+                     grants, protected, registry, None, None)
 
 
 def _invalid_reason(grants: InvalidGrantSet) -> str:
@@ -172,14 +177,19 @@ def _decide(
 ) -> Decision | Ask:
     """`judge`, and the verdict's facts; its words (and typed arguments the short way
     took) wait for a reader (`_words`)."""
-    effective: dict[str, Any] | None = None
-    pin: str | None = None
     if tool.startswith("mcp."):
         judged = judge_mcp(tool, raw_args, taint, grants, protected, registry)
-        verdict = judged.verdict
-        effective, pin = judged.effective, judged.pin
-    else:
-        verdict = judge(tool, raw_args, taint, grants, protected)
+        return _decision(tool, raw_args, judged.verdict, taint, grants, protected, registry,
+                         judged.effective, judged.pin)
+    return _decision(tool, raw_args, judge(tool, raw_args, taint, grants, protected), taint,
+                     grants, protected, registry, None, None)
+
+
+def _decision(tool: str, raw_args: Mapping[str, Any], verdict: Verdict, taint: Taint,
+              grants: GrantState, protected: ProtectedPaths, registry: McpRegistry,
+              effective: dict[str, Any] | None, pin: str | None) -> Decision | Ask:
+    """A verdict's facts as a Decision or an Ask (an `mcp.*` call's effective arguments and
+    pin beside them)."""
     code = verdict.code
     winner = verdict.winner
     if winner is None:  # D0..D2b, D7

@@ -7,9 +7,9 @@ the policy raises TypeError.  (A guard against mistakes, not against hostile
 code: Python cannot stop `object.__new__`.)
 
 The words are built when someone reads them (issue 23): `decide` stores the
-verdict's facts and a formatter; the reason, the matched and applicable ids
-and a denial's outcome are each made on their first read, stored, and are
-then plain attributes.  Equality, `repr` and `attrs.fields` see the
+verdict's facts and a formatter; the reason, the matched and applicable ids,
+a denial's outcome and the typed arguments of a call D2 took the short way
+are each made on their first read, stored, and are then plain attributes.  Equality, `repr` and `attrs.fields` see the
 same fields as before.
 """
 

@@ -50,6 +50,7 @@ Match = tuple[Grant, str | None, tuple[int, ...]]
 None for a tool whose grants list neither) and that entry's specificity (D6)."""
 
 _AVAILABLE: Final = frozenset(CATALOGUE.names)
+_PATH_TOOLS: Final = CATALOGUE.path_tools
 _RANK: Final[dict[str, int]] = {label: rank for rank, label in enumerate(LABELS)}
 _OUTCOME: Final[dict[str, str]] = {"allow": "allowed", "ask": "ask"}
 _DENIED: Final[dict[str, str]] = {code: f"denied:{code}" for code in get_args(DenialCode)}
@@ -416,6 +417,8 @@ def judge(tool: str, raw_args: Mapping[str, Any], taint: Taint, grants: GrantSta
         matched, base = command_matches(tool, parsed.args, grants, protected)
         if base is not None:
             return _early("protected", parsed, base)
+    elif path is not None and tool in _PATH_TOOLS:
+        matched = _file_matches(tool, path, grants)
     else:
         matched = matches(tool, path, url, grants)
     if not matched:  # D7
@@ -425,6 +428,16 @@ def judge(tool: str, raw_args: Mapping[str, Any], taint: Taint, grants: GrantSta
     # the strictest effective mode, then the most specific entry, then the smallest id.
     rank = _RANK[taint.label]
     untrusted_session = taint.untrusted
+    if len(matched) == 1:  # the common case, the same rules for one grant
+        only = matched[0]
+        grant = only[0]
+        deny = grant.mode == "deny"  # a deny grant always applies, and taints nothing
+        if not deny and rank > _RANK[grant.max_label]:
+            return Verdict("taint", None, parsed, "", matched, [], None, None, None, short)
+        mode: Mode = grant.when_untrusted if untrusted_session else grant.mode
+        return Verdict("denied_by_grant" if mode == "deny" else None, mode, parsed, "",
+                       matched, [only], only, None if deny else grant.label,
+                       None if deny else grant.untrusted, short)
     applicable: list[Match] = []
     label: Label | None = None
     untrusted: bool | None = None
@@ -444,6 +457,6 @@ def judge(tool: str, raw_args: Mapping[str, Any], taint: Taint, grants: GrantSta
     # D7: nothing applies.
     if winner is None:
         return Verdict("taint", None, parsed, "", matched, applicable, None, None, None, short)
-    mode: Mode = winner[0].when_untrusted if untrusted_session else winner[0].mode
+    mode = winner[0].when_untrusted if untrusted_session else winner[0].mode
     return Verdict("denied_by_grant" if mode == "deny" else None, mode, parsed, "", matched,
                    applicable, winner, label, untrusted, short)
