@@ -188,11 +188,10 @@ class GrantSet:
     grants of that tool, and for a tool that writes (a read-write mount) those of every
     file tool; built once when the grants load (issue 23), never a walk per call."""
     by_id: dict[str, Grant] = attrs.field(eq=False, repr=False)
-    covering: dict[tuple[str, str], tuple[tuple[Grant, str], ...]] = attrs.field(
-        factory=dict, eq=False, repr=False
-    )
-    """(tool, directory) -> the (grant, path) entries that the directory equals or lies
-    below: a memo of `decide`'s (at most `MEMO_SIZE` entries), since the calls of a
+    covering: dict[tuple[str, str], tuple[tuple[Grant, str, tuple[int, ...]], ...]] = (
+        attrs.field(factory=dict, eq=False, repr=False))
+    """(tool, directory) -> the matches (grant, path, specificity) of the entries that the
+    directory equals or lies below: a memo of `decide`'s (at most `MEMO_SIZE` entries), since the calls of a
     session tend to stay in a few directories."""
     naming: dict[str, tuple[tuple[Grant, HostPattern], ...]] = attrs.field(
         factory=dict, eq=False, repr=False

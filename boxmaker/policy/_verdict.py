@@ -313,32 +313,30 @@ def _entries_covering(tool: str, path: str, grants: GrantSet) -> tuple[tuple[Gra
 
 
 def _file_matches(tool: str, path: str, grants: GrantSet) -> list[Match]:
-    # The entries covering the path's directory are remembered (`GrantSet.covering`);
-    # the path itself is looked up as it is.
+    # The matches of the entries covering the path's directory are remembered
+    # (`GrantSet.covering`); the path itself is looked up as it is.
     directory = path[: path.rfind("/")]
     key = (tool, directory)
     memo = grants.covering
     above = memo.get(key)
     if above is None:
-        above = _entries_covering(tool, directory, grants) if directory else ()
+        above = tuple((grant, entry, (len(entry),)) for grant, entry
+                      in _entries_covering(tool, directory, grants)) if directory else ()
         if len(memo) >= MEMO_SIZE:
             memo.clear()
         memo[key] = above
     exact = grants.by_path.get(tool, {}).get(path)
     if exact is None:
-        if not above:
-            return []
-        if len(above) == 1:  # the common case: one grant, one entry
-            grant, entry = above[0]
-            return [(grant, entry, (len(entry),))]
+        if len(above) <= 1:  # the common case: one grant, one entry (or none)
+            return list(above)
         found = above
     elif not above and isinstance(exact, Grant):  # the other common case: the grant's path
         return [(exact, path, (len(path),))]
     else:
-        found = above + tuple((grant, path) for grant in path_grants(exact))
+        found = above + tuple((grant, path, (len(path),)) for grant in path_grants(exact))
     best: dict[str, Match] = {}
-    for grant, entry in found:
-        _offer(best, grant, entry, (len(entry),))
+    for grant, entry, specificity in found:
+        _offer(best, grant, entry, specificity)
     return list(best.values())
 
 
