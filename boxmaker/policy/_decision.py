@@ -9,8 +9,8 @@ code: Python cannot stop `object.__new__`.)
 The words are built when someone reads them (issue 23): `decide` stores the
 verdict's facts and a formatter; the reason, the matched and applicable ids,
 a denial's outcome and the typed arguments of a call D2 took the short way
-are each made on their first read, stored, and are then plain attributes.  Equality, `repr` and `attrs.fields` see the
-same fields as before.
+are each made on their first read, stored, and are then plain attributes.
+Equality, `repr` and `attrs.fields` see the same fields as before.
 """
 
 from __future__ import annotations

@@ -191,8 +191,8 @@ class GrantSet:
     covering: dict[tuple[str, str], tuple[tuple[Grant, str, tuple[int, ...]], ...]] = (
         attrs.field(factory=dict, eq=False, repr=False))
     """(tool, directory) -> the matches (grant, path, specificity) of the entries that the
-    directory equals or lies below: a memo of `decide`'s (at most `MEMO_SIZE` entries), since the calls of a
-    session tend to stay in a few directories."""
+    directory equals or lies below: a memo of `decide`'s (at most `MEMO_SIZE` entries),
+    since the calls of a session tend to stay in a few directories."""
     naming: dict[str, tuple[tuple[Grant, HostPattern], ...]] = attrs.field(
         factory=dict, eq=False, repr=False
     )
