@@ -118,9 +118,10 @@ class Verdict:
         return tuple(sorted(m[0].id for m in self.applicable))
 
 
-_Short = tuple[str, dict[str, Any], "str | None", "Url | None"]
+_Short = tuple[str, "dict[str, Any] | None", "str | None", "Url | None"]
 """A call D2 took the short way: the tool, a copy of its arguments (each a `str`, so the
-copy is all of them), the request path and the URL."""
+copy is all of them; None when the path is the one argument), the request path and the
+URL."""
 
 
 def _early(code: DenialCode, parsed: ParsedArgs | None = None, detail: str = "",
@@ -228,11 +229,14 @@ def fast_target(tool: str, raw_args: Mapping[str, Any]) -> tuple[str | None, Url
     return None if isinstance(target, str) else target
 
 
-def _fast_parsed(tool: str, raw_args: Mapping[str, Any], path: str | None,
+def _fast_parsed(tool: str, raw_args: Mapping[str, Any] | None, path: str | None,
                  url: Url | None) -> ParsedArgs:
-    """The `ParsedArgs` of arguments `fast_target` took (what `parse_args` returns)."""
+    """The `ParsedArgs` of arguments `fast_target` took (what `parse_args` returns);
+    `raw_args` None for a tool whose one argument is the path."""
     cls = CATALOGUE[tool].args_class
     assert cls is not None
+    if raw_args is None:
+        raw_args = {_SHAPES[tool].name: path}
     return ParsedArgs(args=cls(**raw_args), path=path, url=url)
 
 
@@ -403,8 +407,9 @@ def judge(tool: str, raw_args: Mapping[str, Any], taint: Taint, grants: GrantSta
         path, url = parsed.path, parsed.url
     else:
         path, url = target
-        if with_args:
-            short = (tool, dict(raw_args), path, url)
+        if with_args:  # a copy (each value a str), or the path when it is all of them
+            short = (tool, None if path is not None and len(raw_args) == 1 else dict(raw_args),
+                     path, url)
     # D2b: boxmaker's own paths, whatever the grants say.
     if path is not None:
         base = protected.covering(path)
