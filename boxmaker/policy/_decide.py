@@ -22,6 +22,7 @@ from ._decision import (
     Denied,
     ProtectedPaths,
     _new,
+    _new_whole,
 )
 from ._load import GrantsMissing
 from ._mcp_verdict import NO_SOURCES, McpRegistry, judge_mcp
@@ -58,7 +59,12 @@ def decide(
 ) -> Decision | Ask:
     """Decide one call against a grant state, a session taint and the protected paths
     (and, for `mcp.*` calls, the tool registry of this moment)."""
-    return _decide(call.tool, call.args, taint, grants, protected, registry)
+    tool = call.tool
+    raw_args = call.args
+    if tool.startswith("mcp."):
+        return _decide(tool, raw_args, taint, grants, protected, registry)
+    return _decision(tool, raw_args, judge(tool, raw_args, taint, grants, protected), taint,
+                     grants, protected, registry, None, None)
 
 
 def _invalid_reason(grants: InvalidGrantSet) -> str:
@@ -132,36 +138,30 @@ def _ids(found: list[Match]) -> tuple[str, ...]:
     return tuple(sorted(m[0].id for m in found))
 
 
-class _Words:
-    """The lazy fields of one decision (`_decision.Words`), each made when first read."""
+def _reason_of(state: dict[str, Any]) -> str:
+    """A decision's reason, made (and stored) on its first read."""
+    reason: str | None = state.get("reason")
+    if reason is None:
+        reason = state["reason"] = _reason(
+            state["tool"], state["_verdict"], state["state"], state.get("_grants"))
+    return reason
 
-    __slots__ = ("_reason", "grants", "taint", "tool", "verdict")
 
-    def __init__(self, tool: str, verdict: Verdict, taint: Taint,
-                 grants: GrantState | None) -> None:
-        self.tool = tool
-        self.verdict = verdict
-        self.taint = taint
-        self.grants = grants
-        """Only for `grants_invalid`'s words (an Ask does not keep a grant set alive)."""
-        self._reason: str | None = None
-
-    def reason(self) -> str:
-        if self._reason is None:
-            self._reason = _reason(self.tool, self.verdict, self.taint, self.grants)
-        return self._reason
-
-    def __call__(self, name: str) -> Any:
-        verdict = self.verdict
-        if name == "reason":
-            return self.reason()
-        if name == "matched":
-            return _ids(verdict.matched)
-        if name == "applicable":
-            return _ids(verdict.applicable)
-        if name == "outcome" and verdict.code is not None:  # an allowed one has its own
-            return Denied(code=verdict.code, reason=self.reason())
-        raise AttributeError(name)
+def _words(state: dict[str, Any], name: str) -> Any:
+    """The lazy fields of one decision (`_decision.Words`), from its verdict (`_verdict`;
+    `_grants` only for `grants_invalid`'s words: an Ask does not keep a grant set alive)."""
+    verdict: Verdict = state["_verdict"]
+    if name == "reason":
+        return _reason_of(state)
+    if name == "matched":
+        return _ids(verdict.matched)
+    if name == "applicable":
+        return _ids(verdict.applicable)
+    if name == "args":  # typed when first read (D2's short way)
+        return verdict.parsed
+    if name == "outcome" and verdict.code is not None:  # an allowed one has its own
+        return Denied(code=verdict.code, reason=_reason_of(state))
+    raise AttributeError(name)
 
 
 _ALLOWED: Final = Allowed()
@@ -175,40 +175,51 @@ def _decide(
     protected: ProtectedPaths,
     registry: McpRegistry = NO_SOURCES,
 ) -> Decision | Ask:
-    """`judge`, and the verdict's facts; its words wait for a reader (`_Words`)."""
-    extra: dict[str, Any] = {}
+    """`judge`, and the verdict's facts; its words (and typed arguments the short way
+    took) wait for a reader (`_words`)."""
     if tool.startswith("mcp."):
         judged = judge_mcp(tool, raw_args, taint, grants, protected, registry)
-        verdict = judged.verdict
-        extra = {"effective_args": judged.effective, "pin": judged.pin}
-    else:
-        verdict = judge(tool, raw_args, taint, grants, protected)
+        return _decision(tool, raw_args, judged.verdict, taint, grants, protected, registry,
+                         judged.effective, judged.pin)
+    return _decision(tool, raw_args, judge(tool, raw_args, taint, grants, protected), taint,
+                     grants, protected, registry, None, None)
+
+
+def _decision(tool: str, raw_args: Mapping[str, Any], verdict: Verdict, taint: Taint,
+              grants: GrantState, protected: ProtectedPaths, registry: McpRegistry,
+              effective: dict[str, Any] | None, pin: str | None) -> Decision | Ask:
+    """A verdict's facts as a Decision or an Ask (an `mcp.*` call's effective arguments and
+    pin beside them)."""
     code = verdict.code
     winner = verdict.winner
-    words = _Words(tool, verdict, taint, grants if code == "grants_invalid" else None)
     if winner is None:  # D0..D2b, D7
-        return _new(Decision, {
-            "tool": tool, "args": verdict.parsed, "grant": None, "grant_entry": None,
-            "private_network": False, "label": verdict.label, "untrusted": verdict.untrusted,
-            "state": taint, "grants_digest": grants.digest, "_code": code, "_words": words,
-            **extra,
-        })
+        fields: dict[str, Any] = {
+            "tool": tool, "grant": None, "grant_entry": None, "private_network": False,
+            "label": verdict.label, "untrusted": verdict.untrusted, "state": taint,
+            "grants_digest": grants.digest, "effective_args": effective, "pin": pin,
+            "_code": code, "_words": _words, "_verdict": verdict}
+        if code == "grants_invalid":
+            fields["_grants"] = grants
+        if verdict.short_way is None:
+            fields["args"] = verdict.long_way
+        return _new_whole(Decision, fields)
     grant, entry, _ = winner
-    fields: dict[str, Any] = {
-        "tool": tool, "args": verdict.parsed, "grant": grant.id, "grant_entry": entry,
+    fields = {
+        "tool": tool, "grant": grant.id, "grant_entry": entry,
         "private_network": grant.private_network, "label": verdict.label,
         "untrusted": verdict.untrusted, "state": taint, "grants_digest": grants.digest,
-        "_words": words, **extra,
-    }
+        "effective_args": effective, "pin": pin, "_words": _words, "_verdict": verdict}
+    if verdict.short_way is None:
+        fields["args"] = verdict.long_way
     if verdict.mode == "ask":
         fields["raw_args"] = raw_args
         fields["protected"] = protected
         fields["sources_digest"] = registry.digest
-        return _new(Ask, fields)
+        return _new_whole(Ask, fields)
     fields["_code"] = code
     if code is None:
         fields["outcome"] = _ALLOWED
-    return _new(Decision, fields)
+    return _new_whole(Decision, fields)
 
 
 def redecide(

@@ -7,10 +7,10 @@ the policy raises TypeError.  (A guard against mistakes, not against hostile
 code: Python cannot stop `object.__new__`.)
 
 The words are built when someone reads them (issue 23): `decide` stores the
-verdict's facts and a formatter; the reason, the matched and applicable ids
-and a denial's outcome are each made on their first read, stored, and are
-then plain attributes.  Equality, `repr` and `attrs.fields` see the
-same fields as before.
+verdict's facts and a formatter; the reason, the matched and applicable ids,
+a denial's outcome and the typed arguments of a call D2 took the short way
+are each made on their first read, stored, and are then plain attributes.
+Equality, `repr` and `attrs.fields` see the same fields as before.
 """
 
 from __future__ import annotations
@@ -100,8 +100,17 @@ class ProtectedPaths:
         normalised = {_normalise_protected(p) for p in paths}
         return cls(paths=tuple(sorted(normalised)))
 
+    _below: tuple[str, ...] = attrs.field(init=False, eq=False, repr=False)
+    """Each path with a / appended ("/" itself as it is): what a path below one starts with."""
+
+    def __attrs_post_init__(self) -> None:
+        below = tuple(base if base == "/" else base + "/" for base in self.paths)
+        object.__setattr__(self, "_below", below)
+
     def covering(self, path: str) -> str | None:
         """The protected path that `path` equals or lies below, or None."""
+        if not path.startswith(self._below) and path not in self.paths:
+            return None  # the common case, in one step
         for base in self.paths:
             if base in ("/", path) or path.startswith(base + "/"):
                 return base
@@ -112,11 +121,11 @@ NO_PROTECTED_PATHS: Final = ProtectedPaths(paths=())
 
 T = TypeVar("T")
 
-Words = Callable[[str], Any]
-"""The formatter of a decision's words: the value of a lazy field (`_LAZY`) by name;
-AttributeError for a field it does not make."""
+Words = Callable[[dict[str, Any], str], Any]
+"""The formatter of a decision's words: the value of a lazy field (`_LAZY`) by name, from
+the decision's own state (its `__dict__`); AttributeError for a field it does not make."""
 
-_LAZY: Final = frozenset({"outcome", "reason", "matched", "applicable"})
+_LAZY: Final = frozenset({"outcome", "reason", "matched", "applicable", "args"})
 
 
 def _guard(name: str) -> None:
@@ -129,7 +138,7 @@ def _lazy(obj: object, name: str) -> Any:
     words: Words | None = state.get("_words")
     if words is None or name not in _LAZY:
         raise AttributeError(f"{type(obj).__name__!r} object has no attribute {name!r}")
-    value = state[name] = words(name)
+    value = state[name] = words(state, name)
     return value
 
 
@@ -243,11 +252,20 @@ def _new(cls: type[T], fields: dict[str, Any]) -> T:
     not given), and `_words` for the lazy ones; a Decision also takes `_code`
     (this package only)."""
     made = object.__new__(cls)
-    state = made.__dict__
     defaults = _defaults(cls)
-    if defaults:
-        state.update(defaults)
-    state.update(fields)
+    for name in defaults:
+        if name not in fields:
+            fields = {**defaults, **fields}
+            break
+    object.__setattr__(made, "__dict__", fields)
+    return made
+
+
+def _new_whole(cls: type[T], fields: dict[str, Any]) -> T:
+    """`_new` for fields that name every field with a default too (`decide`'s own):
+    the dict becomes the instance's state as it is."""
+    made = object.__new__(cls)
+    object.__setattr__(made, "__dict__", fields)
     return made
 
 

@@ -29,7 +29,8 @@ Rule = Literal[
 EMPTY_DIGEST: Final = hashlib.sha256(b"").hexdigest()
 
 MEMO_SIZE: Final = 4096
-"""Directories a `GrantSet` remembers the covering grant paths of (then it starts over)."""
+"""Directories a `GrantSet` remembers the covering grant paths of, and hosts the naming
+host patterns of (then each memo starts over)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -187,12 +188,17 @@ class GrantSet:
     grants of that tool, and for a tool that writes (a read-write mount) those of every
     file tool; built once when the grants load (issue 23), never a walk per call."""
     by_id: dict[str, Grant] = attrs.field(eq=False, repr=False)
-    covering: dict[tuple[str, str], tuple[tuple[Grant, str], ...]] = attrs.field(
+    covering: dict[tuple[str, str], tuple[tuple[Grant, str, tuple[int, ...]], ...]] = (
+        attrs.field(factory=dict, eq=False, repr=False))
+    """(tool, directory) -> the matches (grant, path, specificity) of the entries that the
+    directory equals or lies below: a memo of `decide`'s (at most `MEMO_SIZE` entries),
+    since the calls of a session tend to stay in a few directories."""
+    naming: dict[str, tuple[tuple[Grant, HostPattern], ...]] = attrs.field(
         factory=dict, eq=False, repr=False
     )
-    """(tool, directory) -> the (grant, path) entries that the directory equals or lies
-    below: a memo of `decide`'s (at most `MEMO_SIZE` entries), since the calls of a
-    session tend to stay in a few directories."""
+    """host -> the (grant, pattern) pairs whose pattern names the host or, as a
+    wildcard, a parent domain of it: a memo of `decide`'s (at most `MEMO_SIZE`
+    entries), since the fetches of a session tend to go to a few hosts."""
 
     @classmethod
     def of(cls, grants: Iterable[Grant], digest: str) -> GrantSet:

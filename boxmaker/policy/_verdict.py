@@ -49,6 +49,8 @@ Match = tuple[Grant, str | None, tuple[int, ...]]
 """A matching grant, its most specific matching entry (path or host pattern as written,
 None for a tool whose grants list neither) and that entry's specificity (D6)."""
 
+_AVAILABLE: Final = frozenset(CATALOGUE.names)
+_PATH_TOOLS: Final = CATALOGUE.path_tools
 _RANK: Final[dict[str, int]] = {label: rank for rank, label in enumerate(LABELS)}
 _OUTCOME: Final[dict[str, str]] = {"allow": "allowed", "ask": "ask"}
 _DENIED: Final[dict[str, str]] = {code: f"denied:{code}" for code in get_args(DenialCode)}
@@ -57,17 +59,22 @@ _DENIED: Final[dict[str, str]] = {code: f"denied:{code}" for code in get_args(De
 class Verdict:
     """What D0..D8 make of one call (built by `judge` only)."""
 
-    __slots__ = ("applicable", "code", "detail", "label", "matched", "mode", "parsed",
-                 "untrusted", "winner")
+    __slots__ = ("applicable", "code", "detail", "label", "long_way", "matched", "mode",
+                 "short_way", "untrusted", "winner")
 
     def __init__(self, code: DenialCode | None, mode: Mode | None, parsed: ParsedArgs | None,
                  detail: str, matched: list[Match], applicable: list[Match],
-                 winner: Match | None, label: Label | None, untrusted: bool | None) -> None:
+                 winner: Match | None, label: Label | None, untrusted: bool | None,
+                 short: _Short | None = None) -> None:
         self.code = code
         """The denial code, or None when the winner allows or asks."""
         self.mode = mode
         """The winner's effective mode (D5), or None when there is no winner."""
-        self.parsed = parsed
+        self.long_way = parsed
+        """The typed arguments when D2 went the long way (`parse_args`), else None."""
+        self.short_way = short
+        """What D2's short way took (`fast_target`), or None: the typed arguments are
+        made of it when `parsed` is first read (`decide` stores the facts; the rest waits)."""
         self.detail = detail
         """D2's message for `bad_args`, the protected path for `protected`, else empty."""
         self.matched = matched
@@ -76,6 +83,15 @@ class Verdict:
         self.label = label
         self.untrusted = untrusted
         """D8's result taint (None when no non-deny grant applies)."""
+
+    @property
+    def parsed(self) -> ParsedArgs | None:
+        """The parsed arguments (D2), or None when D1 or D2 refused them."""
+        parsed = self.long_way
+        if parsed is None and self.short_way is not None:
+            parsed = self.long_way = _fast_parsed(*self.short_way)
+            self.short_way = None
+        return parsed
 
     @property
     def outcome(self) -> str:
@@ -102,28 +118,42 @@ class Verdict:
         return tuple(sorted(m[0].id for m in self.applicable))
 
 
-def _early(code: DenialCode, parsed: ParsedArgs | None = None, detail: str = "") -> Verdict:
-    return Verdict(code, None, parsed, detail, [], [], None, None, None)
+_Short = tuple[str, "dict[str, Any] | None", "str | None", "Url | None"]
+"""A call D2 took the short way: the tool, a copy of its arguments (each a `str`, so the
+copy is all of them; None when the path is the one argument), the request path and the
+URL."""
+
+
+def _early(code: DenialCode, parsed: ParsedArgs | None = None, detail: str = "",
+           short: _Short | None = None) -> Verdict:
+    return Verdict(code, None, parsed, detail, [], [], None, None, None, short)
 
 
 class _Shape:
     """The one shape of a tool's arguments that D2 can take the short way."""
 
-    __slots__ = ("kind", "name", "option", "words")
+    __slots__ = ("bounded", "kind", "limit", "name", "option", "words")
 
     def __init__(self, tool: Tool) -> None:
         required = [a for a in tool.args if a.required]
         optional = [a for a in tool.args if not a.required]
         self.kind = ""
-        self.name = required[0].name if len(required) == 1 else ""
+        self.name = required[0].name if required else ""
         self.option: str | None = None
         self.words: tuple[str, ...] = ()
-        if len(required) != 1 or any(a.max_bytes is not None for a in tool.args):
-            return  # write_file's content is counted the long way
-        kind = required[0].kind
-        if kind in ("path", "write_path", "text") and not optional:
-            self.kind = "path" if kind != "text" else "text"
-        elif kind == "url" and len(optional) <= 1 and all(a.kind == "enum" for a in optional):
+        self.bounded = ""
+        self.limit = 0
+        kinds = [a.kind for a in required]
+        if kinds == ["write_path", "text", "enum"] and not optional:
+            # write_file: a path, a bounded text, a word
+            self.kind = "write"
+            self.bounded, self.limit = required[1].name, required[1].max_bytes or 0
+            self.option, self.words = required[2].name, required[2].words
+        elif len(required) != 1 or any(a.max_bytes is not None for a in tool.args):
+            return
+        elif kinds[0] in ("path", "write_path", "text") and not optional:
+            self.kind = "path" if kinds[0] != "text" else "text"
+        elif kinds[0] == "url" and len(optional) <= 1 and all(a.kind == "enum" for a in optional):
             self.kind = "url"
             if optional:
                 self.option, self.words = optional[0].name, optional[0].words
@@ -133,46 +163,80 @@ _SHAPES: Final[dict[str, _Shape]] = {
     tool.name: shape for tool in CATALOGUE if (shape := _Shape(tool)).kind}
 
 
-def fast_target(tool: str, raw_args: Mapping[str, Any]) -> tuple[str | None, Url | None] | None:
-    """D2 the short way for the common well-formed shapes: the request path and URL, or
-    None to go the long way (`parse_args`), which says what is wrong.
+def _fits(text: str, limit: int) -> bool:
+    """`text` is valid UTF-8 (no lone surrogate) of at most `limit` bytes."""
+    if len(text) > limit:
+        return False
+    if text.isascii():
+        return True
+    try:
+        return len(text.encode("utf-8")) <= limit
+    except UnicodeEncodeError:
+        return False
 
-    An argument object of exactly the tool's fields, each a `str` (and an optional
-    word one of its words), is what the strict converter would structure unchanged;
-    the grammar is checked by the same functions.  Anything else, or any problem,
-    goes the long way.  (A tool with a bounded text, `write_file`, always does.)
-    A property test holds the two equal."""
-    if type(raw_args) is dict:
-        shape = _SHAPES.get(tool)
-        if shape is None:
+
+def short_way(tool: str, raw_args: Mapping[str, Any]) -> tuple[str | None, Url | None] | str | None:
+    """D2 the short way for the common shapes: the request path and URL; or D2's words
+    for a path of the short shape that is not of the grammar; or None to go the long way
+    (`parse_args`), which says what else is wrong.
+
+    An argument object of exactly the tool's fields, each a `str` (a word one of its
+    words, a bounded text within its bound), is what the strict converter would
+    structure unchanged; the grammar is checked by the same functions.  Anything else
+    goes the long way.  A property test holds the two equal."""
+    if type(raw_args) is not dict:
+        return None
+    shape = _SHAPES.get(tool)
+    if shape is None:
+        return None
+    size = len(raw_args)
+    kind = shape.kind
+    if kind in ("path", "write"):
+        path = raw_args.get(shape.name)
+        if type(path) is not str:
             return None
-        size = len(raw_args)
-        kind = shape.kind
         if kind == "path":
-            path = raw_args.get(shape.name)
-            if size == 1 and type(path) is str and path_problem(path) is None:
-                return path, None
-        elif kind == "url":
-            text = raw_args.get(shape.name)
-            option = shape.option
-            present = option is not None and option in raw_args
-            word = raw_args[option] if present else None
-            if (type(text) is str and size == 1 + present
-                    and (not present or (type(word) is str and word in shape.words))):
-                try:
-                    return None, parse_url(text)
-                except DecodeError:
-                    pass  # the long way says it as D2 words it
-        elif size == 1 and type(raw_args.get(shape.name)) is str:
-            return None, None
+            if size != 1:
+                return None
+        else:
+            text, word = raw_args.get(shape.bounded), raw_args.get(shape.option or "")
+            if (size != 3 or type(text) is not str or type(word) is not str
+                    or word not in shape.words or not _fits(text, shape.limit)):
+                return None
+        problem = path_problem(path)
+        if problem is None:
+            return path, None
+        return f"{shape.name}: {problem}"
+    if kind == "url":
+        text = raw_args.get(shape.name)
+        option = shape.option
+        present = option is not None and option in raw_args
+        word = raw_args[option] if present else None
+        if (type(text) is str and size == 1 + present
+                and (not present or (type(word) is str and word in shape.words))):
+            try:
+                return None, parse_url(text)
+            except DecodeError:
+                pass  # the long way says it as D2 words it
+    elif size == 1 and type(raw_args.get(shape.name)) is str:
+        return None, None
     return None
 
 
-def _fast_parsed(tool: str, raw_args: Mapping[str, Any], path: str | None,
+def fast_target(tool: str, raw_args: Mapping[str, Any]) -> tuple[str | None, Url | None] | None:
+    """`short_way`'s request path and URL, or None when it does not take them."""
+    target = short_way(tool, raw_args)
+    return None if isinstance(target, str) else target
+
+
+def _fast_parsed(tool: str, raw_args: Mapping[str, Any] | None, path: str | None,
                  url: Url | None) -> ParsedArgs:
-    """The `ParsedArgs` of arguments `fast_target` took (what `parse_args` returns)."""
+    """The `ParsedArgs` of arguments `fast_target` took (what `parse_args` returns);
+    `raw_args` None for a tool whose one argument is the path."""
     cls = CATALOGUE[tool].args_class
     assert cls is not None
+    if raw_args is None:
+        raw_args = {_SHAPES[tool].name: path}
     return ParsedArgs(args=cls(**raw_args), path=path, url=url)
 
 
@@ -184,16 +248,35 @@ def parse_call_args(tool: str, raw_args: Mapping[str, Any]) -> ParsedArgs:
     return _fast_parsed(tool, raw_args, *target)
 
 
-def _covers_port(grant: Grant, pattern: HostPattern, url: Url) -> bool:
-    """Scheme and port coverage of a host pattern (03-policy "Host patterns")."""
-    port = url.effective_port
+def _covers_port(grant: Grant, pattern: HostPattern, port: int, scheme: str) -> bool:
+    """Scheme and port coverage of a host pattern (03-policy "Host patterns"), for a URL
+    of this scheme and effective port."""
     if grant.mode == "deny":
         return pattern.port is None or pattern.port == port
-    if url.scheme == "http" and not grant.http:
+    if scheme == "http" and not grant.http:
         return False
     if pattern.port is None:
-        return port == (443 if url.scheme == "https" else 80)
+        return port == (443 if scheme == "https" else 80)
     return port == pattern.port
+
+
+def _naming(host: str, grants: GrantSet) -> tuple[tuple[Grant, HostPattern], ...]:
+    """The (grant, pattern) pairs whose pattern is `host` itself or a wildcard over a
+    parent domain of it, remembered per host (`GrantSet.naming`)."""
+    memo = grants.naming
+    found = memo.get(host)
+    if found is None:
+        by_host = grants.by_host
+        candidates = list(by_host.get((False, host), ()))
+        at = host.find(".")
+        while at != -1:
+            candidates.extend(by_host.get((True, host[at + 1 :]), ()))
+            at = host.find(".", at + 1)
+        found = tuple(candidates)
+        if len(memo) >= MEMO_SIZE:
+            memo.clear()
+        memo[host] = found
+    return found
 
 
 def _offer(best: dict[str, Match], grant: Grant, entry: str | None,
@@ -234,30 +317,30 @@ def _entries_covering(tool: str, path: str, grants: GrantSet) -> tuple[tuple[Gra
 
 
 def _file_matches(tool: str, path: str, grants: GrantSet) -> list[Match]:
-    # The entries covering the path's directory are remembered (`GrantSet.covering`);
-    # the path itself is looked up as it is.
+    # The matches of the entries covering the path's directory are remembered
+    # (`GrantSet.covering`); the path itself is looked up as it is.
     directory = path[: path.rfind("/")]
     key = (tool, directory)
     memo = grants.covering
     above = memo.get(key)
     if above is None:
-        above = _entries_covering(tool, directory, grants) if directory else ()
+        above = tuple((grant, entry, (len(entry),)) for grant, entry
+                      in _entries_covering(tool, directory, grants)) if directory else ()
         if len(memo) >= MEMO_SIZE:
             memo.clear()
         memo[key] = above
     exact = grants.by_path.get(tool, {}).get(path)
     if exact is None:
-        if not above:
-            return []
-        if len(above) == 1:  # the common case: one grant, one entry
-            grant, entry = above[0]
-            return [(grant, entry, (len(entry),))]
+        if len(above) <= 1:  # the common case: one grant, one entry (or none)
+            return list(above)
         found = above
+    elif not above and isinstance(exact, Grant):  # the other common case: the grant's path
+        return [(exact, path, (len(path),))]
     else:
-        found = above + tuple((grant, path) for grant in path_grants(exact))
+        found = above + tuple((grant, path, (len(path),)) for grant in path_grants(exact))
     best: dict[str, Match] = {}
-    for grant, entry in found:
-        _offer(best, grant, entry, (len(entry),))
+    for grant, entry, specificity in found:
+        _offer(best, grant, entry, specificity)
     return list(best.values())
 
 
@@ -269,14 +352,9 @@ def matches(tool: str, path: str | None, url: Url | None, grants: GrantSet) -> l
         return _file_matches(tool, path, grants)
     best: dict[str, Match] = {}
     if url is not None:
-        host = url.host
-        candidates = list(grants.by_host.get((False, host), ()))
-        at = host.find(".")
-        while at != -1:
-            candidates.extend(grants.by_host.get((True, host[at + 1 :]), ()))
-            at = host.find(".", at + 1)
-        for grant, pattern in candidates:
-            if _covers_port(grant, pattern, url):
+        port, scheme = url.effective_port, url.scheme
+        for grant, pattern in _naming(url.host, grants):
+            if _covers_port(grant, pattern, port, scheme):
                 _offer(best, grant, pattern.text, pattern.specificity)
     else:  # a tool whose grants list neither: a grant covers every call
         for grant in grants.by_tool.get(tool, ()):
@@ -307,17 +385,20 @@ def judge(tool: str, raw_args: Mapping[str, Any], taint: Taint, grants: GrantSta
           protected: ProtectedPaths, *, with_args: bool = True) -> Verdict:
     """D0..D8 for one call at a taint, against a grant state and the protected paths.
 
-    With `with_args` false, the verdict's `parsed` is None when the arguments were
-    taken the short way (`fast_target`): replay never looks at them."""
+    Arguments taken the short way (`fast_target`) are typed when the verdict's `parsed`
+    is first read; with `with_args` false that read gives None (replay never looks)."""
     # D0: no valid grant set, no call.
     if isinstance(grants, InvalidGrantSet):
         return _early("grants_invalid")
     # D1: unknown tool; the arguments are not parsed.
-    if tool not in CATALOGUE:
+    if tool not in _AVAILABLE:
         return _early("unknown_tool")
     # D2: strict arguments and grammars.
-    target = fast_target(tool, raw_args)
-    parsed: ParsedArgs | None
+    target = short_way(tool, raw_args)
+    parsed: ParsedArgs | None = None
+    short: _Short | None = None
+    if isinstance(target, str):
+        return _early("bad_args", None, target)
     if target is None:
         try:
             parsed = parse_args(tool, raw_args)
@@ -326,26 +407,40 @@ def judge(tool: str, raw_args: Mapping[str, Any], taint: Taint, grants: GrantSta
         path, url = parsed.path, parsed.url
     else:
         path, url = target
-        parsed = _fast_parsed(tool, raw_args, path, url) if with_args else None
+        if with_args:  # a copy (each value a str), or the path when it is all of them
+            short = (tool, None if path is not None and len(raw_args) == 1 else dict(raw_args),
+                     path, url)
     # D2b: boxmaker's own paths, whatever the grants say.
     if path is not None:
         base = protected.covering(path)
         if base is not None:
-            return _early("protected", parsed, base)
+            return _early("protected", parsed, base, short)
     # D3: matching grants (run_command: by cwd, prefix and rest, then D2b for its paths).
     if parsed is not None and isinstance(parsed.args, RunCommandArgs):
         matched, base = command_matches(tool, parsed.args, grants, protected)
         if base is not None:
             return _early("protected", parsed, base)
+    elif path is not None and tool in _PATH_TOOLS:
+        matched = _file_matches(tool, path, grants)
     else:
         matched = matches(tool, path, url, grants)
     if not matched:  # D7
-        return Verdict("no_grant", None, parsed, "", matched, [], None, None, None)
+        return Verdict("no_grant", None, parsed, "", matched, [], None, None, None, short)
     # D4: applicable grants (a deny grant always applies; allow/ask up to its max_label);
     # D8: the result taint over the applicable non-deny grants; D5 + D6: the winner, by
     # the strictest effective mode, then the most specific entry, then the smallest id.
     rank = _RANK[taint.label]
     untrusted_session = taint.untrusted
+    if len(matched) == 1:  # the common case, the same rules for one grant
+        only = matched[0]
+        grant = only[0]
+        deny = grant.mode == "deny"  # a deny grant always applies, and taints nothing
+        if not deny and rank > _RANK[grant.max_label]:
+            return Verdict("taint", None, parsed, "", matched, [], None, None, None, short)
+        mode: Mode = grant.when_untrusted if untrusted_session else grant.mode
+        return Verdict("denied_by_grant" if mode == "deny" else None, mode, parsed, "",
+                       matched, [only], only, None if deny else grant.label,
+                       None if deny else grant.untrusted, short)
     applicable: list[Match] = []
     label: Label | None = None
     untrusted: bool | None = None
@@ -364,7 +459,7 @@ def judge(tool: str, raw_args: Mapping[str, Any], taint: Taint, grants: GrantSta
             winner, top = m, key
     # D7: nothing applies.
     if winner is None:
-        return Verdict("taint", None, parsed, "", matched, applicable, None, None, None)
-    mode: Mode = winner[0].when_untrusted if untrusted_session else winner[0].mode
+        return Verdict("taint", None, parsed, "", matched, applicable, None, None, None, short)
+    mode = winner[0].when_untrusted if untrusted_session else winner[0].mode
     return Verdict("denied_by_grant" if mode == "deny" else None, mode, parsed, "", matched,
-                   applicable, winner, label, untrusted)
+                   applicable, winner, label, untrusted, short)

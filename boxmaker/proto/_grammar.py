@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Literal
+from typing import Final, Literal
 from urllib.parse import urlsplit
 
 import attrs
@@ -47,6 +47,15 @@ _LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 _NUMERIC_LABEL = re.compile(r"[0-9]+|0x[0-9a-f]*")
 _PORT = re.compile(r"[1-9][0-9]{0,4}")
 _PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
+_SHORT_PATH_CHARS = MAX_PATH_BYTES // 4
+"""A path of at most this many characters has at most MAX_PATH_BYTES UTF-8 bytes."""
+_HOST_LABEL = r"(?!-)[a-z0-9-]{1,63}(?<!-)"
+_PLAIN_URL = re.compile(
+    rf"(https?)://((?:{_HOST_LABEL}\.)+{_HOST_LABEL})(?::([1-9][0-9]{{0,4}}))?"
+    r"((?:[/?][!\x22$-~]*)?)")
+"""A URL plainly of the grammar: lowercase scheme, host of well-formed labels, a port
+without leading zeros, a target of printable ASCII without #.  (The %HH escapes, the
+host's length, its last label and the port's range are checked beside it.)"""
 
 
 # -- path -------------------------------------------------------------------------------
@@ -54,6 +63,22 @@ _PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 
 def path_problem(path: str) -> str | None:
     """Why `path` is not of the path grammar, or None when it is."""
+    # The short way for a path that is plainly of the grammar: at most 1,024 characters
+    # (so at most 4,096 UTF-8 bytes), printable (no control character, no lone
+    # surrogate), no empty component, no trailing /, and no . or .. component (looked
+    # for only when a component starts with a dot).  Anything else goes the long way,
+    # which names what is wrong (a property test holds the two equal:
+    # tests/proto/test_grammar.py).
+    if (len(path) <= _SHORT_PATH_CHARS and path.startswith("/") and path.isprintable()
+            and "//" not in path and not path.endswith("/")
+            and ("/." not in path or ("/./" not in path and "/../" not in path
+                                      and not path.endswith(("/.", "/.."))))):
+        return None
+    return _path_problem(path)
+
+
+def _path_problem(path: str) -> str | None:
+    """`path_problem` the long way: every rule in turn, the first broken one named."""
     if not path.startswith("/"):
         return "path grammar: the path must be absolute (start with /)"
     if path == "/":
@@ -191,6 +216,44 @@ def parse_endpoint_url(text: str) -> Url:
 
 def parse_url(url: str) -> Url:
     """Split a URL of the grammar into its parts; raise GrammarError otherwise."""
+    # The short way for a URL plainly of the grammar (`_PLAIN_URL`); anything else goes
+    # the long way, which names what is wrong (a property test holds the two equal).
+    plain = _PLAIN_URL.fullmatch(url) if len(url) <= MAX_URL_BYTES else None
+    if plain is not None:
+        scheme_text, host, port_text, target = plain.groups()
+        last = host[host.rfind(".") + 1 :]
+        if (len(host) <= MAX_HOST_CHARS and not last.isdigit() and not last.startswith("0x")
+                and (port_text is None or len(port_text) < 5 or int(port_text) <= 65535)
+                and ("%" not in target or _PERCENT.search(target) is None)):
+            if target == "":
+                target = "/"
+            elif target[0] == "?":
+                target = "/" + target
+            return _url_of(url, "https" if scheme_text == "https" else "http", host,
+                           None if port_text is None else int(port_text), target)
+    return _parse_url(url)
+
+
+_URL_SLOTS: Final = tuple(
+    getattr(Url, name).__set__ for name in ("text", "scheme", "host", "port", "target"))
+
+
+def _url_of(text: str, scheme: Scheme, host: str, port: int | None, target: str) -> Url:
+    """`Url(...)` of parts already checked, made at half its cost: each slot is set
+    directly (attrs' frozen `__init__` goes through `object.__setattr__` per field).
+    The result is the same frozen Url (tests/proto/test_grammar.py holds it equal)."""
+    url = object.__new__(Url)
+    set_text, set_scheme, set_host, set_port, set_target = _URL_SLOTS
+    set_text(url, text)
+    set_scheme(url, scheme)
+    set_host(url, host)
+    set_port(url, port)
+    set_target(url, target)
+    return url
+
+
+def _parse_url(url: str) -> Url:
+    """`parse_url` the long way: every rule in turn, the first broken one named."""
     if not url.isascii():
         raise GrammarError("URL grammar: not ASCII (percent-encode the rest; hosts as A-labels)")
     if len(url) > MAX_URL_BYTES:

@@ -21,6 +21,7 @@ from boxmaker.policy._decision import (
 from boxmaker.policy._grants import parse_grant_texts
 from boxmaker.proto._convert import structure, unstructure
 from boxmaker.proto._taint import NEW_SESSION
+from boxmaker.proto.tools import parse_args
 
 STATE = parse_grant_texts({"a.toml": '[[grant]]\nid = "e"\ntool = "echo"\nmode = "allow"\n'
                                      '[[grant]]\nid = "w"\ntool = "write_file"\nmode = "ask"\n'
@@ -87,3 +88,32 @@ def test_outcome_wire_form() -> None:
 
 def test_protected_paths_value() -> None:
     assert ProtectedPaths.of(["/b", "/a", "/a/"]).paths == ("/a", "/b")
+
+
+# The typed arguments of a call D2 took the short way are made when first read (issue 23):
+# of a copy of the arguments judged, so a caller that changes its dict afterwards does not
+# change what was decided; they equal what the long way (`parse_args`) makes.
+
+READS = parse_grant_texts({"r.toml": '[[grant]]\nid = "r"\ntool = "read_file"\nmode = "allow"\n'
+                                     'paths = ["/srv"]\n[[grant]]\nid = "f"\ntool = "http_fetch"\n'
+                                     'mode = "ask"\nhosts = ["ex.org"]\n'})
+
+
+@pytest.mark.parametrize(("tool", "args", "later"), [
+    ("read_file", {"path": "/srv/a/notes.md"}, {"path": "/etc/shadow"}),
+    ("read_file", {"path": "/etc/passwd"}, {"path": "/srv/ok"}),  # denied: no_grant
+    ("write_file", {"path": "/srv/x", "content": "hi", "mode": "create"},
+     {"path": "/etc/cron.d/x", "content": "evil", "mode": "replace"}),
+    ("http_fetch", {"url": "https://ex.org/a?b=%41", "method": "HEAD"},
+     {"url": "https://evil.example/", "method": "GET"}),
+])
+def test_the_typed_arguments_are_those_judged(tool: str, args: dict[str, Any],
+                                              later: dict[str, Any]) -> None:
+    expected = parse_args(tool, dict(args))
+    decided = decide(ToolCall(tool=tool, args=args), NEW_SESSION, READS, NO_PROTECTED_PATHS)
+    assert "args" not in decided.__dict__  # not made yet
+    args.clear()
+    args.update(later)
+    assert decided.args == expected
+    assert decided.args is decided.args  # made once, then a plain attribute
+    assert decided.args is not None and decided.args.as_json() == expected.as_json()

@@ -1,8 +1,9 @@
 """The short ways of the policy equal the long ways (hypothesis).
 
-- D2's short way (`fast_target`) for well-formed argument objects: whenever it
-  takes the arguments, `parse_args` (the strict converter and the grammars)
-  gives the same path, URL and parsed value; otherwise it steps aside.
+- D2's short way (`fast_target`, `short_way`) for well-formed argument objects:
+  whenever it takes the arguments, `parse_args` (the strict converter and the
+  grammars) gives the same path, URL and parsed value; when it refuses a path,
+  `parse_args` refuses it in the same words; otherwise it steps aside.
 - The replay's `Redecider` (`judge` without the words, the arguments not built,
   a cache, and the grant set's memo of the grant paths covering a directory,
   warm from the calls before) says for each call what `decide` says with a
@@ -30,7 +31,7 @@ from boxmaker.policy._replay import Change, Redecided, Redecider, ReplayTally
 from boxmaker.policy._verdict import fast_target, parse_call_args
 from boxmaker.proto._taint import LABELS, Taint
 from boxmaker.proto.audit._history import HistoryCall
-from boxmaker.proto.tools import CATALOGUE, ArgsError, parse_args
+from boxmaker.proto.tools import CATALOGUE, MAX_WRITE_CONTENT_BYTES, ArgsError, parse_args
 from tests.conftest import examples
 
 # Grant paths in a few levels, so that a request is covered at several depths, and
@@ -50,6 +51,10 @@ strings = st.text(max_size=12) | st.sampled_from(
      "https://ex.org/", "http://a.ex.org:8443/x?q", "https://EX.org", "https://ex.org/#f",
      "https://u@ex.org", "https://127.0.0.1", "https://ex.org:0", "https://ex.org/a%zz",
      "https://ex.org/caf\u00e9", "ftp://ex.org", *REQUEST_PATHS])
+LIMIT = MAX_WRITE_CONTENT_BYTES  # write_file's content, in UTF-8 bytes
+BIG_CONTENTS = ["a" * LIMIT, "a" * (LIMIT + 1), "\u00e9" * (LIMIT // 2),
+                "\u00e9" * (LIMIT // 2) + "a", "\U0001f600" * (LIMIT // 4) + "\ud800",
+                "\ud800" + "a" * LIMIT]
 values = strings | st.sampled_from([None, 5, 0, True, False, 1.5, ["/a"], {"path": "/a"}])
 
 
@@ -71,7 +76,7 @@ def argument_objects(draw: st.DrawFn, tool: str) -> Any:
     if tool in ("read_file", "list_dir", "write_file"):
         args["path"] = draw(st.sampled_from(REQUEST_PATHS) | strings)
         if tool == "write_file":
-            args["content"] = draw(st.sampled_from(["", "x", "\ud800"]) | strings)
+            args["content"] = draw(st.sampled_from(["", "x", "\ud800", *BIG_CONTENTS]) | strings)
             args["mode"] = draw(st.sampled_from(["create", "replace", "append", "x"]))
     elif tool == "http_fetch":
         args["url"] = draw(urls() | strings)
@@ -103,6 +108,11 @@ def test_the_short_way_of_d2_equals_parse_args(data: st.DataObject, tool: str) -
     if target is not None:
         assert slow is not None, slow_error
         assert target == (slow.path, slow.url)
+    short = _verdict.short_way(tool, args)
+    if isinstance(short, str):  # a refusal the short way: in D2's own words
+        assert short == slow_error
+    else:
+        assert short == target
     try:
         assert parse_call_args(tool, args) == slow
     except ArgsError as exc:

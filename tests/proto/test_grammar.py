@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 
 from boxmaker.proto._grammar import (
     GrammarError,
+    _parse_url,
+    _path_problem,
     check_host,
     check_path,
     host_problem,
@@ -282,3 +284,63 @@ def test_arbitrary_text_never_crashes(text: str) -> None:
         assert result is None or isinstance(result, str)
     if host_problem(text) is None:
         assert text.isascii() and text == text.lower() and "." in text
+
+
+# The short ways (issue 23): `path_problem` and `parse_url` take a plainly well-formed
+# value without walking every rule; the long ways (`_path_problem`, `_parse_url`) are the
+# oracle, and the two must agree on every value: accepted alike (the same parts), or
+# refused alike (the same message).
+
+_PATH_ALPHABET = st.sampled_from(["/", "/", "/", ".", "..", "a", "b", "~", " ", "\x00", "\n",
+                                  "\x7f", "\x85", "\u00a0", "\u00e9", "\U0001f600",
+                                  "\ud800", "\u200b", "\u2028"])
+_URL_ALPHABET = st.sampled_from(["https://", "http://", "HTTPS://", "/", "?", "#", "%", "%4",
+                                 "%4a", "%zz", "@", ":", ":443", ":0", ":65535", ":65536",
+                                 ":080", ".", "..", "-", "a", "b", "0", "9", "0x1f", "x", "Z",
+                                 "example", "com", "xn--d1a", " ", "\t", "\x7f", "\u00e9",
+                                 "[::1]", "&", "=", '"', "~"])
+
+
+def _outcome_of(check: object, value: str) -> object:
+    try:
+        parsed = check(value)  # type: ignore[operator]
+    except GrammarError as exc:
+        return ("refused", exc.message)
+    return ("parsed", parsed)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(_PATH_ALPHABET, max_size=14).map("".join))
+def test_the_short_way_of_paths_agrees_with_the_long_way(path: str) -> None:
+    assert path_problem(path) == _path_problem(path)
+
+
+@pytest.mark.parametrize("path", [*VALID_PATHS, *INVALID_PATHS, "/" + "a" * 1023,
+                                  "/" + "a" * 1024, "/" + "\U0001f600" * 1023])
+def test_the_short_way_of_paths_agrees_on_the_tables(path: str) -> None:
+    assert path_problem(path) == _path_problem(path)
+
+
+@settings(max_examples=2500, deadline=None)
+@given(st.lists(_URL_ALPHABET, max_size=12).map("".join))
+def test_the_short_way_of_urls_agrees_with_the_long_way(text: str) -> None:
+    for url in (text, "https://" + text, "http://a.example" + text, "https://" + text + "/x"):
+        assert _outcome_of(parse_url, url) == _outcome_of(_parse_url, url)
+
+
+@pytest.mark.parametrize("url", [*VALID_URLS, *INVALID_URLS, "https://example.com/" + "a" * 2028,
+                                 "https://example.com/" + "a" * 2029,
+                                 "https://" + "a." * 126 + "com", "https://" + "a." * 127 + "com",
+                                 "https://" + "a" * 63 + ".com", "https://" + "a" * 64 + ".com",
+                                 "https://a.b.0x", "https://a.b.0x1g", "https://a.b:99999"])
+def test_the_short_way_of_urls_agrees_on_the_tables(url: str) -> None:
+    assert _outcome_of(parse_url, url) == _outcome_of(_parse_url, url)
+
+
+def test_a_url_of_the_short_way_is_the_same_frozen_value() -> None:
+    url = "https://h14.example.org:8443/a/b?c=d%20e"
+    short, long = parse_url(url), _parse_url(url)
+    assert (short, hash(short), repr(short)) == (long, hash(long), repr(long))
+    with pytest.raises(AttributeError):
+        short.host = "evil.example"  # type: ignore[misc]
+    assert short.host == "h14.example.org"
