@@ -48,6 +48,24 @@ TEXTS = st.tuples(
 ).map(lambda t: ("[[grant]]\n" if t[0] else "") + t[2].join(t[1]) + (t[2] if t[3] else ""))
 
 
+BLOCKS = st.tuples(
+    STRINGS, STRINGS, STRINGS,
+    st.one_of(st.none(), st.lists(st.tuples(STRINGS, st.sampled_from([", ", ",", " , "])),
+                                  min_size=1, max_size=3)),
+    st.lists(LINES, max_size=3),
+).map(lambda b: "\n".join([
+    "[[grant]]", f"id = {b[0]}", f"tool = {b[1]}", f"mode = {b[2]}",
+    *([] if b[3] is None else
+      ["paths = [" + "".join(s + sep for s, sep in b[3][:-1]) + b[3][-1][0] + "]"]),
+    *b[4],
+]))
+"""A table as bxctl writes it (`_grant_toml._BLOCK`'s shape, or near it: any string,
+bad ones included), then perhaps lines of any kind."""
+BLOCK_TEXTS = st.tuples(st.lists(BLOCKS, max_size=4), st.sampled_from(["\n", "\n", "\r\n"]),
+                        st.booleans()).map(
+    lambda t: t[1].join(t[0]) + (t[1] if t[2] else ""))
+
+
 def _tomllib(text: str) -> str:
     """tomllib's value or error, as text (a float nan is not equal to itself)."""
     try:
@@ -70,6 +88,24 @@ def test_what_the_plain_reader_reads_is_what_tomllib_reads(text: str) -> None:
     if value is not None:
         assert repr(value) == repr(tomllib.loads(text))
     assert _ours(text) == _tomllib(text)
+
+
+@settings(max_examples=examples(1500))
+@given(BLOCK_TEXTS)
+def test_tables_written_as_bxctl_writes_them_read_as_tomllib_reads_them(text: str) -> None:
+    value = plain(text)
+    if value is not None:
+        assert repr(value) == repr(tomllib.loads(text))
+    assert _ours(text) == _tomllib(text)
+
+
+def test_a_table_as_bxctl_writes_it_is_read_in_one_match() -> None:
+    from boxmaker.policy._grant_toml import _BLOCK
+
+    text = '[[grant]]\nid = "a"\ntool = "read_file"\nmode = "allow"\npaths = ["/a", "/b"]\n'
+    found = _BLOCK.match(text)
+    assert found is not None and found.end() == len(text)
+    assert plain(text + 'label = "secret"\n') == tomllib.loads(text + 'label = "secret"\n')
 
 
 @settings(max_examples=500)
