@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
@@ -42,7 +43,9 @@ from ...proto.wire import CheckpointsStatus, WitnessStatus
 from ._audit_writer import AuditWriter
 from ._checkpointer import Checkpointer
 from ._tiles import StoreDamaged, TreeStore
-from ._witness_push import WitnessPusher
+
+if TYPE_CHECKING:
+    from ._witness_push import WitnessPusher
 
 log = logging.getLogger("brokerd")
 
@@ -218,8 +221,11 @@ def open_checkpoints(config: BrokerdConfig, writer: AuditWriter, *, new_key: boo
     checkpointer = Checkpointer(store=store, signer=signer, origin=origin,
                                 interval_s=settings.interval_ms / 1000, audit_dir=config.audit,
                                 fsync=config.fsync, wall_clock=wall_clock)
-    pushers = [WitnessPusher(w, checkpointer=checkpointer, log_key=signer.verifier,
-                             audit_dir=config.audit, fsync=config.fsync)
-               for w in settings.witnesses]
+    pushers: list[WitnessPusher] = []
+    if settings.witnesses:  # the HTTP client only then (issue 23: a start without pays less)
+        from ._witness_push import WitnessPusher
+        pushers = [WitnessPusher(w, checkpointer=checkpointer, log_key=signer.verifier,
+                                 audit_dir=config.audit, fsync=config.fsync)
+                   for w in settings.witnesses]
     writer.on_durable = checkpointer.on_durable
     return CheckpointsRuntime(checkpointer=checkpointer, pushers=pushers, warnings=warnings)
