@@ -55,11 +55,16 @@ def grants_event(state: GrantState) -> GrantsChanged:
 def refresh_paused(watcher: GrantsWatcher) -> tuple[GrantState, bool]:
     """`watcher.refresh()` with the cyclic GC paused: a grant load makes no reference
     cycles, and the collector's passes over the objects it makes were a tenth of a
-    100,000-grant load (issue 23).  `keep_out_of_collections` follows every change."""
+    100,000-grant load (issue 23).  `keep_out_of_collections` follows every change, still
+    paused: turned on before it, the collector would first pass over the young objects
+    the load made (a fifth of a second with 100,000 grants) only for it to pass again."""
     paused = gc.isenabled()
     gc.disable()
     try:
-        return watcher.refresh()
+        state, changed = watcher.refresh()
+        if changed:
+            keep_out_of_collections()
+        return state, changed
     finally:
         if paused:
             gc.enable()
@@ -129,10 +134,11 @@ class Daemon:
             return state, [grants_event(state)]
         if self.grants_unreadable:
             self.grants_unreadable = False
+            if not changed:  # readable again, the same files: refresh_paused kept none out
+                keep_out_of_collections()
             changed = True
         if not changed:
             return state, []
-        keep_out_of_collections()
         report = state.report
         if state.ok:
             log.info("grants: %d grants, digest %s", report.count, report.digest)

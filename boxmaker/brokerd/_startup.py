@@ -26,7 +26,7 @@ from .._errors import StartFailed
 from .._protected import ProtectedSet
 from ..policy._load import GrantsWatcher
 from ..policy._model import GrantState
-from ._context import Daemon, keep_out_of_collections, refresh_paused
+from ._context import Daemon, refresh_paused
 from ._ledger import Ledger
 from ._passkeys import PasskeyRegistry
 from ._policy_link import PolicyLink
@@ -219,8 +219,7 @@ async def prepare_daemon(config: BrokerdConfig, startup: AuditStartup, *,
     writer = startup.writer
     warnings = _audit_report_warnings(config, startup)
     watcher = GrantsWatcher(config.grants, commands_path=commands_path(config))
-    grants, _ = refresh_paused(watcher)
-    keep_out_of_collections()
+    grants, _ = refresh_paused(watcher)  # then collected once and frozen
     _warn_about_grants(config, grants)
     problem = runner_settings_problem(config)
     if problem is not None:  # before `podman info`: a bad setting fails at once

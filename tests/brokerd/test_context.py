@@ -92,6 +92,25 @@ def test_a_load_runs_with_the_collector_paused_and_restored() -> None:
         home.cleanup()
 
 
+def test_a_changed_set_is_collected_and_frozen_with_the_collector_still_paused(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # turned on before the collect, the collector would pass over the load's objects twice
+    from boxmaker.brokerd import _context
+
+    kept: list[bool] = []
+    monkeypatch.setattr(_context, "keep_out_of_collections", lambda: kept.append(gc.isenabled()))
+    home = Home()
+    try:
+        watcher = SeenWatcher(home.grants)
+        watcher.seen = []
+        state, changed = refresh_paused(watcher)
+        assert state.ok and changed and kept == [False] and gc.isenabled()
+        state, changed = refresh_paused(watcher)  # the same files: nothing to keep out
+        assert not changed and kept == [False]
+    finally:
+        home.cleanup()
+
+
 async def test_nothing_changed_gives_no_record(home_and_daemon: tuple[Home, Daemon]) -> None:
     _, daemon = home_and_daemon
     state, events = daemon.refresh_grants()
