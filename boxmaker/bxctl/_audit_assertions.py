@@ -134,10 +134,14 @@ class KeptAssertions:
         same lines kept or parsed, found by key without a step per line where it can."""
         keys = facts.keys
         self._call_lines.update(compress(zip(range(first, first + len(lines)), lines, strict=True),
-                                         map("call".__eq__, keys)))
-        approvals = [index for index in facts.refs
-                     if keys[index] == "approval" and b'"passkey":{' in lines[index]]
-        if not facts.asks and not approvals:
+                                         facts.is_call))
+        approvals = [index for index in compress(range(len(lines)), map("approval".__eq__, keys))
+                     if b'"passkey":{' in lines[index]]
+        if not approvals:
+            # each asking decision kept by its call, in order, as `feed_line` keeps it
+            ask_lines = self._ask_lines
+            for call, index in zip(facts.ask_calls, facts.asks, strict=True):
+                ask_lines.setdefault(call, []).append(lines[index])
             return
         call_of = dict(zip(facts.refs, facts.ref_calls, strict=True))
         for index in sorted([*facts.asks, *approvals]):
