@@ -142,8 +142,9 @@ def scan_block(text: str, count: int, start: int = 0, end: int | None = None) ->
     is_call = list(map("call".__eq__, keys))
     call_rows = list(compress(rows, is_call))
     if call_rows:
-        if any(row[_C_OMITTED] not in ("", "null") and row[_C_ARGS] != "{}"
-               for row in call_rows):
+        if not set(map(itemgetter(_C_OMITTED), call_rows)) <= {"", "null"} and any(
+                row[_C_OMITTED] not in ("", "null") and row[_C_ARGS] != "{}"
+                for row in call_rows):
             return None  # omitted arguments are written as {}
         if not _all_args_ok(list(map(itemgetter(_C_TOOL), call_rows)),
                             list(map(itemgetter(_C_ARGS), call_rows))):
@@ -156,6 +157,7 @@ def scan_block(text: str, count: int, start: int = 0, end: int | None = None) ->
         list(compress(range(count), expires)), list(map(int, compress(calls, expires))))
 
 
+_OPEN, _CLOSE = repeat("{"), repeat("}")
 _DEEP = MAX_DEPTH - _ARGS_DEPTH
 """Containers an arguments object may surely nest, itself included (the bracket-count
 bound as before; `canonical_within(value, _ARGS_DEPTH)` allows one level more)."""
@@ -170,7 +172,13 @@ def _all_args_ok(tools: list[str], args: list[str]) -> bool:
     as one array, with sorted keys, and that must be the texts joined the same
     way.  It then holds for each text: the scanner stops at the end of a value
     without reading past it, so neither a text nor its value's encoding can be
-    the other's proper prefix, and the array's items line up one to one.  Equal
+    the other's proper prefix, and the array's items line up one to one.
+
+    When every text starts with ``{`` and ends with ``}`` and the joined texts
+    hold ``},{`` only at their joints (as many as texts but one), they are
+    scanned at once, as that array: the encoding, equal to the joined texts,
+    holds a ``},{`` at each joint of its own items (dicts), so these are the
+    only ones, the joints of the texts, and the items line up one to one.  Equal
     to its value's one form (compact, ASCII, keys sorted at every depth, no
     duplicate key), each text parses alone to that value, as the line check
     asks.  Depth: a text nests at most half its length in containers (each opens
@@ -183,16 +191,23 @@ def _all_args_ok(tools: list[str], args: list[str]) -> bool:
         return all(map(_args_ok, tools, args, repeat("null")))
     lengths = list(map(len, args))
     try:
-        # a StopIteration (no value at 0) ends the map early: fewer than the texts
-        scanned = list(map(scan_json, args, repeat(0)))
-        if len(scanned) != len(args) or list(map(itemgetter(1), scanned)) != lengths:
-            return False
-        values = list(map(itemgetter(0), scanned))
+        if joined.count("},{") == len(args) - 1 and all(map(str.startswith, args, _OPEN)) \
+                and all(map(str.endswith, args, _CLOSE)):
+            # the joints are the only "},{" of the whole: scanned at once
+            values, end = scan_json(joined, 0)
+            if end != len(joined) or type(values) is not list or len(values) != len(args):
+                return False
+        else:
+            # a StopIteration (no value at 0) ends the map early: fewer than the texts
+            scanned = list(map(scan_json, args, repeat(0)))
+            if len(scanned) != len(args) or list(map(itemgetter(1), scanned)) != lengths:
+                return False
+            values = list(map(itemgetter(0), scanned))
         if set(map(type, values)) != {dict}:
             return False
         if "".join(_SORTED_ENCODER(values, 0)) != joined:
             return False
-    except (ValueError, RecursionError):
+    except (ValueError, StopIteration, RecursionError):
         return False
     if max(lengths) <= 2 * _DEEP:
         return True

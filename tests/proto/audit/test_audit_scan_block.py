@@ -388,7 +388,8 @@ def arg_texts() -> list[str]:
         '{"a":1}', '{"a":1},{"b":2}', '{"a":1}{"b":2}', '{"a":1} ', '{"a":[1,2]]',
         '{"a":{"b":0,"b":0}}', '{"a":0,"a":0}', '{"b":0,"a":0}', '{"a":{"c":0,"b":0}}',
         '{"a":"\\u00e9"}', '{"a":"é"}', '{"a":1.0}', '{"a":1.00}', '{"a":NaN}', '{}',
-        '{"a":"[[[[{{{{"}',
+        '{"a":"[[[[{{{{"}', '{"a":[{"b":2},{"c":3}]}', '{"a":"},{"}', '{"a":[1', '2]},{}',
+        '{"a":"}', '{"},{}', '{"a":[1,2]},{}',
         # at the bound (the object and `deep` lists in it) and one past it, short and long
         '{"a":' + "[" * deep + "]" * deep + "}",
         '{"a":' + "[" * (deep + 1) + "]" * (deep + 1) + "}",
@@ -411,15 +412,22 @@ def test_arguments_alone_and_with_others_as_the_line_check(text: str) -> None:
 
 
 def test_the_depth_bound_is_exact() -> None:
-    texts = arg_texts()
-    assert _args_ok('"t"', texts[18], "null") and not _args_ok('"t"', texts[19], "null")
-    assert _args_ok('"t"', texts[16], "null") and not _args_ok('"t"', texts[17], "null")
+    for filler in ("", '"' + "x" * 200 + '"'):
+        at, past = ('{"a":' + "[" * n + filler + "]" * n + "}" for n in (_DEEP, _DEEP + 1))
+        assert at in arg_texts() and past in arg_texts()
+        assert _args_ok('"t"', at, "null") and not _args_ok('"t"', past, "null")
 
 
 def test_an_arguments_text_that_is_a_json_prefix_of_another() -> None:
     # joined, '{"a":1}' and '{"b":2}' read as the one text '{"a":1},{"b":2}' and '{}' would
     assert not _all_args_ok(['"t"', '"t"'], ['{"a":1},{"b":2}', '{}'])
     assert _all_args_ok(['"t"', '"t"', '"t"'], ['{"a":1}', '{"b":2}', '{}'])
+    # joined, each pair reads as one array of two objects in their one form
+    assert _args_ok('"t"', '{"a":"},{"}', "null")
+    for pair in (['{"a":[1', '2]},{}'], ['{"a":"}', '{"},{}']):
+        assert not _args_ok('"t"', pair[0], "null")
+        assert not _all_args_ok(['"t"', '"t"'], pair)
+        assert not _all_args_ok(['"t"', '"t"', '"t"'], [*pair, '{"a":"},{"}'])
     lines = ordinary_log(2)
     index = index_of(lines, '"tool":"read_file"', 1)
     changed = retext(lines, index, lambda x: re.sub(
