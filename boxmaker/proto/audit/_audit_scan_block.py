@@ -14,10 +14,11 @@ fields whose check the verifier makes exactly afterwards: ``seq`` is any
 digits here (the verifier compares them, as text, with the seq numbers the
 chain expects, which have one form) and ``prev`` any 64 characters but a
 quote (compared with the hash of the line before, lowercase hex).  And
-two in how (`_body`): a string holds no ``\\udXXX`` escape, where `_scan`
+three in how (`_body`): a string holds no ``\\udXXX`` escape, where `_scan`
 leaves any line holding ``\\ud`` to the strict parser (an escaped backslash
-then ``ud`` is three plain characters, the one form of that text), and the
-call's two forms are one expression.  Kinds
+then ``ud`` is three plain characters, the one form of that text); the
+call's two forms are one expression; the approval's two rules that `_scan`
+checks on its groups are written into the expression.  Kinds
 with rules of their own (recovery, break, passkey, approval attempts,
 tool sources, MCP pins and servers) are never taken here.  Tests compare
 the block scan with the line scan on valid and damaged lines.  Pure: no I/O.
@@ -39,6 +40,7 @@ from ._audit_scan import (
     _MAX_TOOL,
     _STRICT_ONLY,
     _TS,
+    _U64,
     _args_ok,
     _date_ok,
     _pattern,
@@ -74,12 +76,33 @@ def _body(key: str) -> str:
     any_u = r"\\u[1-9a-f][0-9a-f]{3}"
     assert any_u in body or "\\u" not in body
     body = body.replace(any_u, _NOT_UD)
+    if key == "approval":
+        body = _approval_rules(body)
     if key == "call":
         omitted = body.index(',"omitted":')
         assert body.endswith(r"\})\}")
         body = f"{body[:omitted]}(?:{body[omitted:-2]})?{body[-2:]}"
     body = re.sub(r"\(\?P<([a-z_]+)>", lambda m: f"(?P<{key}_{m.group(1)}>", body)
     return f"(?<={key}\":){body}"
+
+
+def _approval_rules(body: str) -> str:
+    """The approval's expression with `_scan`'s two rules of it written in: a
+    re-decision when approved and only then, nobody by an abandoned one (the three
+    verdicts, each with what it allows)."""
+    head = ('"verdict":"(?P<verdict>approved|refused|expired|requester_gone|abandoned)",'
+            f'"by":(?P<by>null|{_U64}),"reason":')
+    redecision = ',"redecision":(?:null|(?P<redecision>'
+    at = body.index(head)
+    mid = body.index(redecision, at)
+    end = body.index('(?:,"passkey":', mid)
+    assert body.count(head) == body.count(redecision) == 1 and body[end - 2:end] == "))"
+    reason, inner, by = body[at + len(head):mid], body[mid + len(redecision):end - 2], \
+        f"(?:null|{_U64})"
+    return (f'{body[:at]}(?:"verdict":"approved","by":{by},"reason":{reason},"redecision":{inner}'
+            f'|"verdict":"(?:refused|expired|requester_gone)","by":{by},"reason":{reason},'
+            f'"redecision":null|"verdict":"abandoned","by":null,"reason":{reason},'
+            f'"redecision":null){body[end:]}')
 
 
 _LINE = re.compile(
@@ -94,9 +117,7 @@ _SEQ, _DATE_AT, _PREV, _KEY = _AT["seq"], _AT["date"], _AT["prev"], _AT["key"]
 _D_CALL, _D_ALLOWED, _D_EXPIRES = (_AT["decision_call"], _AT["decision_allowed"],
                                    _AT["decision_expires"])
 _R_CALL = _AT["result_call"]
-_A_CALL, _A_VERDICT, _A_REDECISION, _A_ALLOWED, _A_BY = (
-    _AT["approval_call"], _AT["approval_verdict"], _AT["approval_redecision"],
-    _AT["approval_allowed"], _AT["approval_by"])
+_A_CALL, _A_ALLOWED = _AT["approval_call"], _AT["approval_allowed"]
 _C_TOOL, _C_ARGS, _C_OMITTED = _AT["call_tool"], _AT["call_args"], _AT["call_omitted"]
 
 
@@ -133,12 +154,6 @@ def scan_block(text: str, count: int, start: int = 0, end: int | None = None) ->
         return None
     keys = list(map(itemgetter(_KEY), rows))
     calls = list(map("".join, map(itemgetter(_D_CALL, _R_CALL, _A_CALL), rows)))
-    for row in compress(rows, map(itemgetter(_A_VERDICT), rows)):  # the approvals
-        verdict = row[_A_VERDICT]
-        if (verdict == "approved") != bool(row[_A_REDECISION]):
-            return None
-        if verdict == "abandoned" and row[_A_BY] != "null":
-            return None
     is_call = list(map("call".__eq__, keys))
     call_rows = list(compress(rows, is_call))
     if call_rows:

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from boxmaker.bxctl._audit_assertions import KeptAssertions
 from boxmaker.proto._convert import U64
+from boxmaker.proto._errors import DecodeError
 from boxmaker.proto._json import MAX_DEPTH
 from boxmaker.proto.audit import ChainReport, ChainVerifier
 from boxmaker.proto.audit._audit import (
@@ -433,3 +434,27 @@ def test_an_arguments_text_that_is_a_json_prefix_of_another() -> None:
     changed = retext(lines, index, lambda x: re.sub(
         rb'"args":\{.*?\},"peer"', b'"args":{"a":1},{"b":2},"peer"', x, count=1), chain=True)
     assert not same_both_ways(changed, [index + 2]).ok
+
+
+def line_ok(line: bytes) -> bool:
+    try:
+        check_record_line(line)
+    except DecodeError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("verdict", ["approved", "refused", "expired", "requester_gone",
+                                     "abandoned"])
+@pytest.mark.parametrize("by", ["null", "1000"])
+@pytest.mark.parametrize("redecision", [False, True])
+def test_the_approval_rules_in_the_expression(verdict: str, by: str, redecision: bool) -> None:
+    approved, refused = (line_of(event).decode() for event in one_of_each()
+                         if type(event) is ApprovalRecord and event.verdict in (
+                             "approved", "refused"))
+    text = approved if redecision else refused
+    text = re.sub(r'"verdict":"[a-z_]+","by":[0-9a-z]+,',
+                  f'"verdict":"{verdict}","by":{by},', text, count=1)
+    valid = (verdict == "approved") == redecision and (verdict != "abandoned" or by == "null")
+    assert line_ok(text.encode()) is valid
+    assert (scan_block(text, 1) is not None) is valid
