@@ -89,9 +89,11 @@ class RunnerTable:
     podman: str = "/usr/bin/podman"
     image: str | None = None
     oci_runtime: str | None = None
-    launcher: Literal["podman", "oci"] = "podman"
+    launcher: Literal["podman", "oci"] | None = None
     """How each call's container starts: ``podman run --rm`` or the OCI runtime on a
-    bundle brokerd writes (issue 23; rootful podman only)."""
+    bundle brokerd writes (issue 23; rootful podman only).  Unset (the default): the
+    oci launcher, and podman where it cannot (rootless podman, a failed set-up, an MCP
+    server with egress); "oci" written refuses what it cannot do."""
     memory: str = "256m"
     pids: int = 64
     cpus: float = 1.0

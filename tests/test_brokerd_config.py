@@ -8,6 +8,7 @@ import pytest
 
 from boxmaker._brokerd_config import TTL_MS_MAX, load_config, parse_config
 from boxmaker._errors import ConfigError
+from boxmaker.brokerd._startup import podman_settings
 
 
 def parse(text: str, *, uid: int = 1000, source: Path | None = None) -> object:
@@ -128,12 +129,16 @@ def test_non_utf8_path_works(tmp_path: Path) -> None:
     assert load_config(odd / "brokerd.toml").ttl_ms == 7
 
 
-def test_the_launcher_is_podman_unless_oci_is_asked_for() -> None:
-    """issue 23: `[runner] launcher` picks how each call's container starts."""
-    default = parse('home = "/var/lib/b"\n[runner]\nkind = "podman"\n')
-    assert default.runner.launcher == "podman"  # type: ignore[attr-defined]
-    oci = parse('home = "/var/lib/b"\n[runner]\nkind = "podman"\nlauncher = "oci"\n')
-    assert oci.runner.launcher == "oci"  # type: ignore[attr-defined]
+def test_the_launcher_is_oci_by_default_and_written_keys_are_kept() -> None:
+    """issue 23: `[runner] launcher` picks how each call's container starts; unset is
+    the default (the oci launcher, podman where it cannot), told apart from "oci"
+    written (refuse what it cannot do), and both reach the runtime's settings."""
+    for written, expected in (("", None), ('launcher = "oci"\n', "oci"),
+                              ('launcher = "podman"\n', "podman")):
+        config = parse('home = "/var/lib/b"\n[runner]\nkind = "podman"\n'
+                       f'image = "sha256:{"0" * 64}"\n{written}')
+        assert config.runner.launcher == expected  # type: ignore[attr-defined]
+        assert podman_settings(config).launcher == expected
 
 
 def test_tool_sources_default_relative_and_absolute(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -152,7 +152,7 @@ async def _configured_runtime(config: BrokerdConfig,
             raise StartFailed("brokerd", f"the [runner] settings are not valid: {exc}") from exc
         if protected is None:
             protected = await trio.to_thread.run_sync(compute_protected, config)
-        runtime = (OciRuntime if settings.launcher == "oci" else PodmanRuntime)(
+        runtime = (PodmanRuntime if settings.launcher == "podman" else OciRuntime)(
             settings, config.home, protected=protected)
         await runtime.start()
         return runtime

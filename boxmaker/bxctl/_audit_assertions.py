@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import stat
-from itertools import compress
+from itertools import compress, repeat
 from pathlib import Path
 from typing import Any
 
@@ -134,11 +134,17 @@ class KeptAssertions:
         same lines kept or parsed, found by key without a step per line where it can."""
         keys = facts.keys
         self._call_lines.update(compress(zip(range(first, first + len(lines)), lines, strict=True),
-                                         map("call".__eq__, keys)))
-        approvals = [index for index in facts.refs
-                     if keys[index] == "approval" and b'"passkey":{' in lines[index]]
-        if not facts.asks and not approvals:
+                                         facts.is_call))
+        is_approval = list(map("approval".__eq__, keys))
+        if not any(map(bytes.__contains__, compress(lines, is_approval),
+                       repeat(b'"passkey":{'))):
+            # each asking decision kept by its call, in order, as `feed_line` keeps it
+            ask_lines = self._ask_lines
+            for call, index in zip(facts.ask_calls, facts.asks, strict=True):
+                ask_lines.setdefault(call, []).append(lines[index])
             return
+        approvals = [index for index in compress(range(len(lines)), is_approval)
+                     if b'"passkey":{' in lines[index]]
         call_of = dict(zip(facts.refs, facts.ref_calls, strict=True))
         for index in sorted([*facts.asks, *approvals]):
             self.feed_line(lines[index], LineFacts(first + index, facts.prevs[index],

@@ -185,6 +185,17 @@ def _decide(
                      grants, protected, registry, None, None)
 
 
+_NO_WINNER: Final[dict[str, Any]] = {
+    "tool": None, "grant": None, "grant_entry": None, "private_network": False,
+    "label": None, "untrusted": None, "state": None, "grants_digest": None,
+    "effective_args": None, "pin": None, "_code": None, "_words": _words, "_verdict": None}
+"""A decision without a winner (D0..D2b, D7): the fields every one has alike, each
+decision's own set on a copy (a copy and a few stores cost half a literal of them all)."""
+_WINNER: Final[dict[str, Any]] = {
+    name: value for name, value in _NO_WINNER.items() if name != "_code"}
+"""The same for a winner's Decision or Ask (an Ask has no `_code`)."""
+
+
 def _decision(tool: str, raw_args: Mapping[str, Any], verdict: Verdict, taint: Taint,
               grants: GrantState, protected: ProtectedPaths, registry: McpRegistry,
               effective: dict[str, Any] | None, pin: str | None) -> Decision | Ask:
@@ -193,22 +204,36 @@ def _decision(tool: str, raw_args: Mapping[str, Any], verdict: Verdict, taint: T
     code = verdict.code
     winner = verdict.winner
     if winner is None:  # D0..D2b, D7
-        fields: dict[str, Any] = {
-            "tool": tool, "grant": None, "grant_entry": None, "private_network": False,
-            "label": verdict.label, "untrusted": verdict.untrusted, "state": taint,
-            "grants_digest": grants.digest, "effective_args": effective, "pin": pin,
-            "_code": code, "_words": _words, "_verdict": verdict}
+        fields = _NO_WINNER.copy()
+        fields["tool"] = tool
+        fields["label"] = verdict.label
+        fields["untrusted"] = verdict.untrusted
+        fields["state"] = taint
+        fields["grants_digest"] = grants.digest
+        fields["_code"] = code
+        fields["_verdict"] = verdict
+        if effective is not None or pin is not None:
+            fields["effective_args"] = effective
+            fields["pin"] = pin
         if code == "grants_invalid":
             fields["_grants"] = grants
         if verdict.short_way is None:
             fields["args"] = verdict.long_way
         return _new_whole(Decision, fields)
     grant, entry, _ = winner
-    fields = {
-        "tool": tool, "grant": grant.id, "grant_entry": entry,
-        "private_network": grant.private_network, "label": verdict.label,
-        "untrusted": verdict.untrusted, "state": taint, "grants_digest": grants.digest,
-        "effective_args": effective, "pin": pin, "_words": _words, "_verdict": verdict}
+    fields = _WINNER.copy()
+    fields["tool"] = tool
+    fields["grant"] = grant.id
+    fields["grant_entry"] = entry
+    fields["private_network"] = grant.private_network
+    fields["label"] = verdict.label
+    fields["untrusted"] = verdict.untrusted
+    fields["state"] = taint
+    fields["grants_digest"] = grants.digest
+    fields["_verdict"] = verdict
+    if effective is not None or pin is not None:
+        fields["effective_args"] = effective
+        fields["pin"] = pin
     if verdict.short_way is None:
         fields["args"] = verdict.long_way
     if verdict.mode == "ask":

@@ -353,7 +353,13 @@ def matches(tool: str, path: str | None, url: Url | None, grants: GrantSet) -> l
     best: dict[str, Match] = {}
     if url is not None:
         port, scheme = url.effective_port, url.scheme
-        for grant, pattern in _naming(url.host, grants):
+        naming = _naming(url.host, grants)
+        if len(naming) == 1:  # the common case: one grant names the host
+            grant, pattern = naming[0]
+            if _covers_port(grant, pattern, port, scheme):
+                return [(grant, pattern.text, pattern.specificity)]
+            return []
+        for grant, pattern in naming:
             if _covers_port(grant, pattern, port, scheme):
                 _offer(best, grant, pattern.text, pattern.specificity)
     else:  # a tool whose grants list neither: a grant covers every call
@@ -439,8 +445,8 @@ def judge(tool: str, raw_args: Mapping[str, Any], taint: Taint, grants: GrantSta
             return Verdict("taint", None, parsed, "", matched, [], None, None, None, short)
         mode: Mode = grant.when_untrusted if untrusted_session else grant.mode
         return Verdict("denied_by_grant" if mode == "deny" else None, mode, parsed, "",
-                       matched, [only], only, None if deny else grant.label,
-                       None if deny else grant.untrusted, short)
+                       matched, matched, only, None if deny else grant.label,
+                       None if deny else grant.untrusted, short)  # applicable: the same
     applicable: list[Match] = []
     label: Label | None = None
     untrusted: bool | None = None

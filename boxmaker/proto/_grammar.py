@@ -49,13 +49,13 @@ _PORT = re.compile(r"[1-9][0-9]{0,4}")
 _PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _SHORT_PATH_CHARS = MAX_PATH_BYTES // 4
 """A path of at most this many characters has at most MAX_PATH_BYTES UTF-8 bytes."""
-_HOST_LABEL = r"(?!-)[a-z0-9-]{1,63}(?<!-)"
 _PLAIN_URL = re.compile(
-    rf"(https?)://((?:{_HOST_LABEL}\.)+{_HOST_LABEL})(?::([1-9][0-9]{{0,4}}))?"
+    r"(https?)://([a-z0-9](?:[a-z0-9.-]*[a-z0-9])?)(?::([1-9][0-9]{0,4}))?"
     r"((?:[/?][!\x22$-~]*)?)")
-"""A URL plainly of the grammar: lowercase scheme, host of well-formed labels, a port
-without leading zeros, a target of printable ASCII without #.  (The %HH escapes, the
-host's length, its last label and the port's range are checked beside it.)"""
+"""A URL plainly of the grammar: lowercase scheme, a host of lowercase letters, digits,
+dots and hyphens that starts and ends with a letter or digit, a port without leading
+zeros, a target of printable ASCII without #.  (The host's labels, its
+length, its last label, the port's range and the %HH escapes are checked beside it.)"""
 
 
 # -- path -------------------------------------------------------------------------------
@@ -222,7 +222,13 @@ def parse_url(url: str) -> Url:
     if plain is not None:
         scheme_text, host, port_text, target = plain.groups()
         last = host[host.rfind(".") + 1 :]
-        if (len(host) <= MAX_HOST_CHARS and not last.isdigit() and not last.startswith("0x")
+        # the host's labels: at least two, none empty, none starting or ending with a
+        # hyphen, none longer than 63 characters
+        if (len(host) <= MAX_HOST_CHARS and "." in host and ".." not in host
+                and ".-" not in host and "-." not in host
+                and (len(host) <= MAX_LABEL_CHARS
+                     or max(map(len, host.split("."))) <= MAX_LABEL_CHARS)
+                and not last.isdigit() and not last.startswith("0x")
                 and (port_text is None or len(port_text) < 5 or int(port_text) <= 65535)
                 and ("%" not in target or _PERCENT.search(target) is None)):
             if target == "":

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -264,3 +265,64 @@ def test_nothing_survives_a_kill_9_of_brokerd(image: str, tmp_path: Path) -> Non
         if holder.poll() is None:
             holder.kill()
             holder.wait()
+
+
+# -- a set-up that fails: podman under the default, unavailable when asked for ------
+
+@pytest.mark.parametrize("launcher", [None, "oci"])
+async def test_a_failed_set_up_keeps_podman_unless_oci_was_written(
+    image: str, tmp_path: Path, launcher: str | None
+) -> None:
+    """`podman image mount` fails (a wrapper around the real podman): with `[runner]
+    launcher` unset every call goes through podman, nothing of the oci launcher's is
+    left mounted; with ``launcher = "oci"`` written the runner is unavailable."""
+    wrapper = tmp_path / "podman"
+    wrapper.write_text('#!/bin/sh\n[ "$1 $2" = "image mount" ] && exit 125\n'
+                       f'exec {shutil.which("podman")} "$@"\n')
+    wrapper.chmod(0o755)
+    home = tmp_path / "home"
+    home.mkdir()
+    runtime = OciRuntime(settings(image, launcher, podman=str(wrapper)),  # type: ignore[arg-type]
+                         home, trial_run=False)
+    try:
+        with trio.fail_after(120):
+            check = await runtime.start()
+        if check.rootless:
+            pytest.skip("the oci launcher needs a rootful podman")
+        assert not runtime.direct
+        if launcher == "oci":
+            assert not check.ok and "the oci launcher cannot be set up" in (check.reason or "")
+        else:
+            assert check.ok and runtime.ok and runtime.launcher == "podman"
+        assert not runtime.oci_root.exists(), "nothing of the set-up is left mounted"
+    finally:
+        await runtime.aclose()
+
+
+async def test_a_failed_trial_on_the_direct_path_keeps_podman_under_the_default(
+    image: str, tmp_path: Path
+) -> None:
+    """The runtime fails every container brokerd runs itself (a wrapper around runc
+    that refuses `run` under brokerd's own `--root`), podman's pass through: under the
+    default the start-up trial finds it and every call goes through podman."""
+    runc = tmp_path / "runc"
+    runc.write_text('#!/bin/sh\ncase "$2 $3" in */oci-*/state\\ run) echo refused >&2; '
+                    f'exit 1;; esac\nexec {shutil.which("runc")} "$@"\n')
+    runc.chmod(0o755)
+    home = tmp_path / "home"
+    home.mkdir()
+    runtime = OciRuntime(PodmanSettings(image=image, oci_runtime=str(runc), timeout_ms=60_000),
+                         home)
+    try:
+        with trio.fail_after(180):
+            check = await runtime.start()
+        if check.rootless:
+            pytest.skip("the oci launcher needs a rootful podman")
+        assert check.ok, check.reason
+        assert not runtime.direct and runtime.launcher == "podman"
+        assert not runtime.oci_root.exists()
+        with trio.fail_after(120):
+            done = await launch(runtime, container_name(runtime.instance, 1), [], "print(7)")
+        assert done.returncode == 0 and done.stdout == b"7\n"
+    finally:
+        await runtime.aclose()

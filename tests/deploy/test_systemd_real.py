@@ -77,6 +77,8 @@ done
 # deploy/README.md, "Tools in podman": the image by digest (runc: 08-runner).
 sed -i 's/^kind = "refusing"$/kind = "podman"\nimage = "{image}"\noci_runtime = "runc"/' \
   /etc/boxmaker/brokerd.toml
+# This test's wall is the podman launcher's (its phase 2 checks podman's containers).
+sed -i 's/^oci_runtime = "runc"$/&\nlauncher = "podman"/' /etc/boxmaker/brokerd.toml
 runuser -u "$OWNER" -- /opt/boxmaker/bin/brokerd check-config --config /etc/boxmaker/brokerd.toml
 install -d -o "$OWNER" -g "$(id -gn "$OWNER")" -m 0700 /var/lib/boxmaker /var/lib/boxmaker/grants
 install -o "$OWNER" -m 0600 /srv/bxsd/grants-{owner}.toml /var/lib/boxmaker/grants/test.toml

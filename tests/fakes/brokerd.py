@@ -48,7 +48,11 @@ class Home:
 
     def __init__(self, *, runner: str = "echo", ttl_ms: int = 600_000, fsync: bool = True,
                  grants: dict[str, str] | None = None, extra: str = "",
-                 runner_extra: str = "", approvals_extra: str = "") -> None:
+                 runner_extra: str = "", approvals_extra: str = "",
+                 launcher: str | None = "podman") -> None:
+        """`launcher`: the `[runner] launcher` key of a podman runner, written after
+        `runner_extra` (None: left unset, the default: oci, podman where it cannot).
+        Tests name the launcher they test; the podman path's stay on podman."""
         self.root = Path(tempfile.mkdtemp(prefix="bk-", dir="/tmp"))
         self.home = self.root / "home"
         self.home.mkdir(mode=0o700)
@@ -61,6 +65,8 @@ class Home:
         self.broker = self.home / "run" / "broker.sock"
         self.admin = self.home / "run" / "admin.sock"
         self.config = self.home / "brokerd.toml"
+        launch = (f'launcher = "{launcher}"\n'
+                  if runner == "podman" and launcher is not None else "")
         self.config.write_text(
             f'home = "{self.home}"\n'
             "[sockets]\n"
@@ -73,6 +79,7 @@ class Home:
             "[runner]\n"
             f'kind = "{runner}"\n'
             f"{runner_extra}"
+            f"{launch}"
             "[audit]\n"
             f"fsync = {'true' if fsync else 'false'}\n"
         )

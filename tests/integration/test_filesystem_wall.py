@@ -51,11 +51,12 @@ def file_grants(path: Path | str, prefix: str = "g") -> str:
 
 
 def podman_home(grants: str, *, podman: str = "podman", timeout_ms: int = 30_000) -> Home:
-    home = Home(runner="podman", grants={"wall.toml": grants}, fsync=False)
+    home = Home(runner="podman", grants={"wall.toml": grants}, fsync=False,
+                launcher=LAUNCHER[0])
     text = home.config.read_text().replace(
         'kind = "podman"\n',
         f'kind = "podman"\npodman = "{podman}"\nimage = "{tools_image()}"\noci_runtime = "runc"\n'
-        f'timeout_ms = {timeout_ms}\nlauncher = "{LAUNCHER[0]}"\n',
+        f'timeout_ms = {timeout_ms}\n',
     )
     home.config.write_text(text)
     return home

@@ -52,11 +52,12 @@ def launcher(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 def podman_home(grants: str) -> Home:
-    home = Home(runner="podman", grants={"wall.toml": grants}, fsync=False)
+    home = Home(runner="podman", grants={"wall.toml": grants}, fsync=False,
+                launcher=LAUNCHER[0])
     text = home.config.read_text().replace(
         'kind = "podman"\n',
         f'kind = "podman"\nimage = "{tools_image()}"\noci_runtime = "runc"\n'
-        f'timeout_ms = 30000\nlauncher = "{LAUNCHER[0]}"\n',
+        'timeout_ms = 30000\n',
     )
     home.config.write_text(text)
     return home

@@ -59,8 +59,8 @@ def configure(home: Home, launcher: str) -> None:
     commands = commands_image()
     text = home.config.read_text().replace(
         'kind = "podman"\n',
-        f'kind = "podman"\npodman = "podman"\nimage = "{image}"\noci_runtime = "runc"\n'
-        f'launcher = "{launcher}"\n')
+        f'kind = "podman"\npodman = "podman"\nimage = "{image}"\noci_runtime = "runc"\n')
+    text = text.replace('launcher = "podman"\n', f'launcher = "{launcher}"\n')
     text += f'\n[commands]\nimage = "{commands}"\ntimeout_ms = 60000\n'
     home.config.write_text(text)
 

@@ -7,6 +7,7 @@ with the image missing brokerd still serves and answers runner_unavailable.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from boxmaker.brokerd.runner._podman_argv import instance_id
 from tests.fakes.brokerd import Home, call_request, request, start
 from tests.fakes.podman import tools_image
 
@@ -30,12 +32,12 @@ paths = ["{directory}"]
 """
 
 
-def podman_home(image: str, notes: Path, launcher: str = "podman") -> Home:
-    home = Home(runner="podman", grants={"notes.toml": read_grant(notes)}, fsync=False)
+def podman_home(image: str, notes: Path, launcher: str | None = "podman") -> Home:
+    home = Home(runner="podman", grants={"notes.toml": read_grant(notes)}, fsync=False,
+                launcher=launcher)
     text = home.config.read_text().replace(
         'kind = "podman"\n',
-        f'kind = "podman"\npodman = "podman"\nimage = "{image}"\noci_runtime = "runc"\n'
-        f'launcher = "{launcher}"\n',
+        f'kind = "podman"\npodman = "podman"\nimage = "{image}"\noci_runtime = "runc"\n',
     )
     home.config.write_text(text)
     return home
@@ -51,6 +53,26 @@ def notes() -> Iterator[Path]:
     (root / "secret.txt").write_text("not for the model")
     yield root / "notes"
     shutil.rmtree(root)
+
+
+def test_the_default_launcher_is_the_oci_one(notes: Path) -> None:
+    """`[runner] launcher` unset (issue 23): brokerd's trial on the direct path passes
+    and a call runs under runc in the instance's own state, not through podman."""
+    home = podman_home(tools_image(), notes, None)
+    assert "launcher" not in home.config.read_text()
+    proc = start(home, timeout=60)
+    oci_root = home.home / "run" / f"oci-{instance_id(home.home)}"
+    try:
+        frames = request(
+            home.broker, call_request("s1", "read_file", {"path": str(notes / "todo.txt")}), 60
+        )
+        assert frames[0]["result"]["output"]["content"] == "buy milk\n", frames
+        assert os.path.ismount(oci_root), proc.log()
+        assert "go through podman" not in proc.log()
+    finally:
+        assert proc.stop() == 0, proc.log()
+        home.cleanup()
+    assert not oci_root.exists(), "the oci launcher's state goes at stop"
 
 
 @pytest.mark.parametrize("launcher", ["podman", pytest.param("oci", marks=pytest.mark.oci_wall)])

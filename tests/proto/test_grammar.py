@@ -332,7 +332,13 @@ def test_the_short_way_of_urls_agrees_with_the_long_way(text: str) -> None:
                                  "https://example.com/" + "a" * 2029,
                                  "https://" + "a." * 126 + "com", "https://" + "a." * 127 + "com",
                                  "https://" + "a" * 63 + ".com", "https://" + "a" * 64 + ".com",
-                                 "https://a.b.0x", "https://a.b.0x1g", "https://a.b:99999"])
+                                 "https://a.b.0x", "https://a.b.0x1g", "https://a.b:99999",
+                                 # the host's labels, checked beside the short way's expression
+                                 "https://-a.example", "https://a-.example", "https://a.-b.com",
+                                 "https://a.b-.com", "https://a..b.com", "https://.a.b",
+                                 "https://a.b.", "https://ab", "https://a-b.c-d.e--f/x",
+                                 "https://x." + "a" * 63 + ".com", "https://x." + "a" * 64 + ".com",
+                                 "https://" + "a" * 64, "https://" + "a" * 30 + "." + "b" * 30])
 def test_the_short_way_of_urls_agrees_on_the_tables(url: str) -> None:
     assert _outcome_of(parse_url, url) == _outcome_of(_parse_url, url)
 

@@ -19,9 +19,11 @@ OCI runtime directly on a bundle brokerd writes (`_oci.OciRuntime`), as
    out stdin is closed, the 2 s grace given (`end_server`), and the
    container is deleted with its bundle (shielded).
 
-Egress (a sidecar's network namespace) is not on this path: a server that
-declares `hosts` is refused before anything starts (`sidecar` raises
-`PodmanCommandError` in words that say so); it runs on the podman launcher.
+Egress (a sidecar's network namespace) is not on this path.  Under the
+default (`[runner] launcher` unset) a server that declares `hosts` keeps
+podman's three steps and sidecar, the wall it had before the default changed;
+with ``launcher = "oci"`` written (`OciRuntime.explicit`) it is refused before
+anything starts (`sidecar` raises `PodmanCommandError` in words that say so).
 Without a direct path (rootless podman, a failed set-up) every server goes
 through podman's three steps.
 """
@@ -50,7 +52,7 @@ from ._podman_check import PodmanCommandError, podman_command
 
 EGRESS_REFUSED: Final = ("a server with egress (`hosts`) does not run on the oci launcher "
                          "(its sidecar's network namespace is podman's): set [runner] "
-                         "launcher = \"podman\" or declare no hosts")
+                         "launcher = \"podman\", leave the key unset, or declare no hosts")
 
 
 def mcp_config(oci: OciRuntime, decl: ServerDecl, *, rootfs: str, name: str, uid: int,
@@ -105,19 +107,20 @@ class OciMcpLauncher(PodmanMcpLauncher):
     @contextlib.asynccontextmanager
     async def sidecar(self, name: str, egress_dir: str, *, ready_timeout_s: float
                       ) -> AsyncIterator[None]:
-        if self.direct:
+        if self.direct and self.oci.explicit:
             raise PodmanCommandError(EGRESS_REFUSED)
         async with super().sidecar(name, egress_dir, ready_timeout_s=ready_timeout_s):
             yield
 
     @contextlib.asynccontextmanager
     async def launch(self, launch: Launch) -> AsyncIterator[trio.Process]:
-        if not self.direct:
+        if launch.network_of is not None and self.direct and self.oci.explicit:
+            raise PodmanCommandError(EGRESS_REFUSED)
+        if not self.direct or launch.network_of is not None:
+            # no direct path, or egress under the default: podman's three steps
             async with super().launch(launch) as process:
                 yield process
             return
-        if launch.network_of is not None:
-            raise PodmanCommandError(EGRESS_REFUSED)
         lower = await self._lower(launch.decl.image)
         async with self.oci.call_bundle(launch.name, lower) as bundle:
             config = mcp_config(self.oci, launch.decl, rootfs=os.fspath(bundle / "rootfs"),

@@ -21,7 +21,11 @@ cost per call (create, start --attach, rm: most of a call) is gone:
 
 A rootless podman keeps the podman path (`launcher` becomes "podman" and
 the reason is logged): its image mount lives in podman's own user namespace, which
-brokerd cannot enter without podman (``podman unshare``) on every call.
+brokerd cannot enter without podman (``podman unshare``) on every call.  A set-up
+that fails (the runtime, the tmpfs, the image mount) makes the runner unavailable
+when the owner wrote ``launcher = "oci"`` (`explicit`), and keeps the podman path,
+logged, under the default (the key unset); there a trial container on the direct
+path (podman's trial command) must also succeed before any call takes it.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ from ._egress import Resolver
 from ._mounts import Mount
 from ._oci_config import build_config
 from ._podman import PodmanRuntime, _Exit
-from ._podman_argv import UNAVAILABLE, PodmanSettings
+from ._podman_argv import UNAVAILABLE, PodmanSettings, container_name
 from ._podman_check import PodmanCheck, PodmanCommandError, podman_command
 
 log = logging.getLogger("boxmaker.brokerd.runner.oci")
@@ -141,7 +145,7 @@ class OciRuntime(PodmanRuntime):
         if not result.ok:
             return result
         if result.rootless:
-            log.warning("runner.launcher = \"oci\" needs a rootful podman: calls go through "
+            log.warning("the oci launcher needs a rootful podman: calls go through "
                         "podman (its image mount lives in podman's user namespace)")
             self.launcher = "podman"
             return result
@@ -156,13 +160,59 @@ class OciRuntime(PodmanRuntime):
                 raise PodmanCommandError(f"`podman image mount` gave no directory ({rootfs!r})")
             self._rootfs = rootfs
         except (OSError, ValueError, PodmanCommandError) as exc:
+            if not self.explicit:
+                log.warning("the oci launcher cannot be set up (%s): calls go through "
+                            "podman", exc)
+                await self._undo_setup()
+                self.launcher = "podman"
+                return result
+            await self._undo_setup()
             self.check_result = PodmanCheck(
                 ok=False, image=self.settings.image,
                 reason=f"the oci launcher cannot be set up: {exc}. {UNAVAILABLE}")
             log.warning("runner unavailable: %s", self.check_result.reason)
             return self.check_result
         self.direct = True
+        if self._trial_run and not self.explicit:
+            problem = await self._direct_trial()
+            if problem is not None:
+                log.warning("the oci launcher's trial run failed (%s): calls go through "
+                            "podman", problem)
+                self.direct = False
+                await self._undo_setup()
+                self.launcher = "podman"
         return result
+
+    async def _direct_trial(self) -> str | None:
+        """Under the default, one container on the direct path before any call (podman's
+        trial, the same command): why it failed, or None."""
+        try:
+            done = await self._launch(container_name(self.instance, "check"), [],
+                                      ["python3", "-c", "import boxmaker.toolkit"], b"")
+        except (OSError, PodmanCommandError) as exc:
+            return str(exc)
+        if done.returncode != 0 or done.timed_out:
+            return f"exit {done.returncode}, {done.stderr[-300:].decode('utf-8', 'replace')!r}"
+        return None
+
+    @property
+    def explicit(self) -> bool:
+        """``launcher = "oci"`` written: what the direct path cannot do is refused, not
+        handed to podman (the default, the key unset, hands it to podman)."""
+        return self.settings.launcher == "oci"
+
+    async def _undo_setup(self) -> None:
+        """After a failed set-up or trial: the image and the tmpfs unmounted."""
+        with trio.CancelScope(shield=True):
+            if self._rootfs is not None:
+                self._rootfs = None
+                with contextlib.suppress(PodmanCommandError):
+                    await podman_command([self.settings.podman, "image", "unmount",
+                                          self.settings.image])
+            with contextlib.suppress(OSError):
+                if os.path.ismount(self.oci_root):
+                    await trio.to_thread.run_sync(_unmount, self.oci_root)
+                    os.rmdir(self.oci_root)  # what start() made: empty below its tmpfs
 
     async def _runtime_command(self, *args: str, check: bool = True) -> bytes:
         argv = self.runtime_argv(*args)

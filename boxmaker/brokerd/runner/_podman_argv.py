@@ -90,9 +90,10 @@ class PodmanSettings:
     output_max_bytes: int = attrs.field(default=2_097_152, validator=_check_output_max)
     nofile: int = attrs.field(default=1024, validator=_positive_int(1 << 20))
     nproc: int = attrs.field(default=512, validator=_positive_int(1 << 22))
-    launcher: Literal["podman", "oci"] = "podman"
+    launcher: Literal["podman", "oci"] | None = None
     """`[runner] launcher`: "oci" runs each call's container with the OCI runtime on a
-    bundle brokerd writes (`_oci`), "podman" with ``podman run --rm``."""
+    bundle brokerd writes (`_oci`), "podman" with ``podman run --rm``; None (the key
+    unset) the oci launcher with podman's where it cannot (`OciRuntime.explicit`)."""
     seccomp: str = attrs.field(factory=lambda: str(seccomp_profile()), validator=_check_seccomp)
     """boxmaker's own seccomp profile (`boxmaker._seccomp`); not a brokerd.toml key."""
 

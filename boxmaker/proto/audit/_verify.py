@@ -52,7 +52,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from hashlib import sha256
 from itertools import compress, filterfalse
-from operator import lt, methodcaller, not_, or_
+from operator import lt, not_, or_
 
 from .._errors import DecodeError
 from ._audit import (
@@ -128,7 +128,8 @@ class _Note:
         self.region = region
 
 
-_hexdigest = methodcaller("hexdigest")
+_hexdigest = type(sha256()).hexdigest
+"""A hash's `hexdigest`, called without a step of lookup per line."""
 
 OnRecord = Callable[[Record], None]
 OnLine = Callable[[bytes, LineFacts], None]
@@ -311,7 +312,7 @@ class ChainVerifier:
         # step 5: each names an earlier call record: one before the block, or a
         # call line of the block before it
         calls = self._calls
-        ref_seqs = [first + index for index in facts.refs]
+        ref_seqs = list(map(first.__add__, facts.refs))
         ref_calls = facts.ref_calls
         block_calls = set(compress(range(first, first + count), facts.is_call))
         if not all(map(lt, ref_calls, ref_seqs)) or not all(
@@ -320,7 +321,7 @@ class ChainVerifier:
         calls.update(block_calls)
         # calls let run with no result yet: what the last line naming each did
         keys = facts.keys
-        is_result = [keys[index] == "result" for index in facts.refs]
+        is_result = list(map("result".__eq__, map(keys.__getitem__, facts.refs)))
         acts = list(map(or_, is_result, facts.ref_lets))
         last = dict(zip(compress(ref_calls, acts), map(not_, compress(is_result, acts)),
                         strict=True))

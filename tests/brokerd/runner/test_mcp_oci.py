@@ -28,6 +28,7 @@ from boxmaker.proto.mcp import make_pin, pin_source, pin_tools
 from tests.brokerd.runner._mcp_fixtures import FAKE
 from tests.brokerd.runner.test_mcp_launch import _fake_mount, decl
 from tests.fakes.podman import tools_image
+from tests.fakes.podman_mcp import podman_program
 
 
 @pytest.mark.podman
@@ -108,3 +109,37 @@ async def test_a_server_on_runc_is_checked_by_inode_and_leaves_nothing(tmp_path:
         with trio.CancelScope(shield=True):
             await launcher.aclose()
             await oci.aclose()
+
+
+@pytest.mark.parametrize("launcher", [None, "oci"])
+async def test_a_server_with_egress_keeps_podman_unless_oci_was_written(
+    tmp_path: Path, launcher: str | None
+) -> None:
+    """The default (`[runner] launcher` unset) hands a server with egress to podman's
+    three steps on the sidecar's network, as before the default changed; ``launcher =
+    "oci"`` written refuses it.  The direct path is taken as set up; podman is the
+    stand-in (tests/fakes/podman_mcp.py), which records each command line."""
+    program = podman_program(tmp_path)
+    oci = OciRuntime(PodmanSettings(image="sha256:" + "5b1c" * 16, podman=str(program),
+                                    launcher=launcher),  # type: ignore[arg-type]
+                     tmp_path / "home", trial_run=False)
+    oci.direct = True
+    assert oci.explicit == (launcher == "oci")
+    mcp = OciMcpLauncher(oci, uid=os.getuid(), gid=os.getgid())
+    server = decl("sha256:" + "5b1c" * 16,
+                  ["/usr/bin/python3", "-I", str(FAKE), json.dumps({"behaviours": []})])
+    names = iter(f"boxmaker-test{os.getpid()}-mcp-fake-p{n}" for n in range(1, 3))
+    with trio.fail_after(60):
+        probe = await probe_mcp_server(mcp, server, lambda: next(names), version="0.test",
+                                       network_of="boxmaker-x-net-p1")
+    record = tmp_path / "podman-state" / "calls"
+    calls = record.read_text() if record.exists() else ""
+    if launcher == "oci":
+        assert EGRESS_REFUSED in (probe.problem or ""), probe
+        assert '"create"' not in calls
+        with pytest.raises(Exception, match="does not run on the oci launcher"):
+            async with mcp.sidecar("boxmaker-x-net-p1", str(tmp_path), ready_timeout_s=5):
+                pass
+    else:
+        assert probe.listed is not None, probe.problem
+        assert '"--network=container:boxmaker-x-net-p1"' in calls

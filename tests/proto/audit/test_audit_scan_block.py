@@ -17,11 +17,27 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from boxmaker.bxctl._audit_assertions import KeptAssertions
+from boxmaker.proto._convert import U64
+from boxmaker.proto._errors import DecodeError
+from boxmaker.proto._json import MAX_DEPTH
 from boxmaker.proto.audit import ChainReport, ChainVerifier
-from boxmaker.proto.audit._audit import ApprovalRecord, Record, Stop, encode_record, line_hash
-from boxmaker.proto.audit._audit_scan import check_record_line
-from boxmaker.proto.audit._audit_scan_block import scan_block
-from tests.fakes.audit_log import LogBuilder, one_of_each
+from boxmaker.proto.audit._audit import (
+    ApprovalRecord,
+    BoundedCall,
+    Call,
+    DecisionRecord,
+    OmittedArgs,
+    OutcomeAsk,
+    Peer,
+    Record,
+    Stop,
+    encode_record,
+    line_hash,
+)
+from boxmaker.proto.audit._audit_passkey import PasskeyUse
+from boxmaker.proto.audit._audit_scan import _args_ok, check_record_line
+from boxmaker.proto.audit._audit_scan_block import _DEEP, _all_args_ok, scan_block
+from tests.fakes.audit_log import PUBLIC, LogBuilder, line_of, one_of_each
 
 NAME = "2026-11-28.jsonl"
 
@@ -248,3 +264,197 @@ def test_a_recovery_right_after_a_block_names_the_line_before_it(cut: int) -> No
     # a block whose last line is the recovery: the torn line is the last of its middle
     report = same_both_ways(lines, [recovery - 2 - cut, recovery + 1])
     assert report.ok and report.recovered
+
+
+# -- what the block scan takes since it no longer refuses any "\ud" (issue 23 goal 5) --------
+
+def log_of(events: list[Any], rounds: int = 3) -> list[bytes]:
+    """An ordinary log with `events` (their `call` the round's asked call) in each round."""
+    builder = LogBuilder(NAME)
+    builder.start()
+    for _ in range(rounds):
+        builder.call()
+        asked = builder.ask()
+        for event in events:
+            builder.add(attrs.evolve(event, call=asked) if hasattr(event, "call") else event)
+        builder.call(allowed=False)
+    builder.stop()
+    return [line[:-1] for line in builder.files[NAME]]
+
+
+def taken(lines: list[bytes]) -> int:
+    """How many lines the block path took, the report and kept lines the same both ways."""
+    report, _, count = by_blocks(lines, [])
+    assert same_both_ways(lines) == report
+    for cut in (2, len(lines) // 2, len(lines) - 3):
+        same_both_ways(lines, [cut])
+    return count
+
+
+@pytest.mark.parametrize(("reason", "block"), [
+    ("\U0001f600", False),  # written as a surrogate pair: the line path decides
+    ("\\ud83d", True),  # a backslash and "ud83d": no escape, the block may take it
+    ("\\\U0001f600", False),  # a backslash, then a pair
+])
+def test_a_ud_escape_in_a_string_that_is_no_argument(reason: str, block: bool) -> None:
+    lines = log_of([Stop(reason=reason)])
+    index = index_of(lines, '"stop":{"reason":"\\', 1)
+    assert (scan_block(lines[index].decode(), 1) is not None) is block
+    assert taken(lines) == (len(lines) - 2 if block else 0)
+    assert same_both_ways(lines).ok
+
+
+def test_a_lone_surrogate_is_refused_both_ways() -> None:
+    lines = log_of([Stop(reason="\ud800")])
+    report = same_both_ways(lines, [5, 9])
+    assert not report.ok
+    assert {f.kind for f in report.failures} & {"bad_json", "bad_record"}
+
+
+@pytest.mark.parametrize(("tool", "args"), [
+    ("read\U0001f600", {"a": 1}), ("t", {"e": "\U0001f600"}), ("t", {"e": "\\ud83d"}),
+])
+def test_a_ud_escape_in_a_tool_or_in_arguments_takes_the_line_path(
+        tool: str, args: dict[str, Any]) -> None:
+    call = Call(session="c-1", tool=tool, args=args, peer=Peer(uid=1, pid=2))
+    assert b"\\ud" in line_of(call)
+    assert scan_block(line_of(call).decode(), 1) is None
+    lines = log_of([call])
+    assert taken(lines) == 0 and same_both_ways(lines).ok
+
+
+def test_both_call_forms_in_one_block() -> None:
+    older = Call(session="c-1", tool="t", args={"a": 1}, peer=Peer(uid=1, pid=2))
+    newer = BoundedCall(session="c-1", tool="t", args={"a": 1}, peer=Peer(uid=1, pid=2),
+                        omitted=None)
+    cut = BoundedCall(session="c-1", tool="t", args={}, peer=Peer(uid=1, pid=2),
+                      omitted=OmittedArgs(bytes=9, sha256="cd" * 32))
+    lines = log_of([older, newer, cut, older])
+    text = "\n".join(line.decode() for line in lines)
+    assert '"pid":2}}}' in text and '"pid":2},"omitted":null}}' in text
+    assert '"omitted":{"bytes":9' in text
+    assert taken(lines) == len(lines) - 2
+    # the merged expression: the older form is the newer without its `omitted`
+    older_line, newer_line = line_of(older), line_of(newer)
+    facts = scan_block(older_line.decode() + "\n" + newer_line.decode(), 2)
+    assert facts is not None and facts.is_call == [True, True]
+    # arguments cut but written: refused both ways; an older form holding "omitted" in
+    # its arguments: its one parse decides
+    bad = retext(lines, index_of(lines, '"omitted":{"bytes":9'),
+                 lambda x: x.replace(b'"args":{}', b'"args":{"a":1}', 1), chain=True)
+    assert not same_both_ways(bad).ok
+    tricky = Call(session="c-1", tool="t", args={"a": {}, "omitted": None},
+                  peer=Peer(uid=1, pid=2))
+    line = line_of(tricky)
+    assert check_record_line(line).key == "call"
+    assert taken(log_of([tricky])) > 0
+
+
+def test_asks_and_their_calls() -> None:
+    builder = LogBuilder(NAME)
+    builder.start()
+    asked = [builder.ask() for _ in range(4)]
+    builder.add(DecisionRecord(call=asked[0], outcome=OutcomeAsk(
+        approval_id=7, expires_at="2026-11-30T07:10:00.000000Z"), grant="g", state=PUBLIC,
+        grants_digest="ab" * 32))  # asked again
+    builder.call()
+    builder.stop()
+    lines = [line[:-1] for line in builder.files[NAME]]
+    text = "\n".join(line.decode() for line in lines[1:-1])
+    facts = scan_block(text, len(lines) - 2)
+    assert facts is not None
+    assert facts.ask_calls == [*asked, asked[0]]
+    assert [facts.keys[index] for index in facts.asks] == ["decision"] * 5
+    _, kept, count = by_blocks(lines, [])
+    assert count == len(lines) - 2
+    assert {call: len(found) for call, found in kept[1].items()} == {
+        asked[0]: 2, asked[1]: 1, asked[2]: 1, asked[3]: 1}
+    taken(lines)
+
+
+def test_asks_then_an_approval_with_a_passkey_in_the_same_block() -> None:
+    use = PasskeyUse(credential_id="mVJ2mXoxbEwWpbjMD-jMiA", sign_count=U64(3),
+                     assertion_sha256="cd" * 32)
+    approval = ApprovalRecord(call=0, approval_id=482913, verdict="refused", by=1000,
+                              reason="no", redecision=None, passkey=use)
+    lines = log_of([approval])
+    assert taken(lines) == len(lines) - 2
+    _, kept = by_line(lines)
+    assert len(kept[2]) == 3 and not kept[1]  # each approval took its asks
+
+
+def arg_texts() -> list[str]:
+    deep = _DEEP
+    return [
+        '{"a":1}', '{"a":1},{"b":2}', '{"a":1}{"b":2}', '{"a":1} ', '{"a":[1,2]]',
+        '{"a":{"b":0,"b":0}}', '{"a":0,"a":0}', '{"b":0,"a":0}', '{"a":{"c":0,"b":0}}',
+        '{"a":"\\u00e9"}', '{"a":"é"}', '{"a":1.0}', '{"a":1.00}', '{"a":NaN}', '{}',
+        '{"a":"[[[[{{{{"}', '{"a":[{"b":2},{"c":3}]}', '{"a":"},{"}', '{"a":[1', '2]},{}',
+        '{"a":"}', '{"},{}', '{"a":[1,2]},{}',
+        # at the bound (the object and `deep` lists in it) and one past it, short and long
+        '{"a":' + "[" * deep + "]" * deep + "}",
+        '{"a":' + "[" * (deep + 1) + "]" * (deep + 1) + "}",
+        '{"a":' + "[" * deep + '"' + "x" * 200 + '"' + "]" * deep + "}",
+        '{"a":' + "[" * (deep + 1) + '"' + "x" * 200 + '"' + "]" * (deep + 1) + "}",
+        '{"a":' + "[" * (deep - 1) + "{}" + "]" * (deep - 1) + ',"b":"' + "x" * 200 + '"}',
+        '{"a":"' + "[" * (deep + 5) + '"}',
+        '{"a":' + "[" * (MAX_DEPTH + 5) + "]" * (MAX_DEPTH + 5) + "}",
+    ]
+
+
+@pytest.mark.parametrize("text", arg_texts())
+def test_arguments_alone_and_with_others_as_the_line_check(text: str) -> None:
+    alone = _args_ok('"t"', text, "null")
+    assert _all_args_ok(['"t"'], [text]) is alone
+    for other in ('{"a":1}', '{"b":2}', '{}'):
+        both = alone and _args_ok('"t"', other, "null")
+        assert _all_args_ok(['"t"', '"t"'], [text, other]) is both
+        assert _all_args_ok(['"t"', '"t"'], [other, text]) is both
+
+
+def test_the_depth_bound_is_exact() -> None:
+    for filler in ("", '"' + "x" * 200 + '"'):
+        at, past = ('{"a":' + "[" * n + filler + "]" * n + "}" for n in (_DEEP, _DEEP + 1))
+        assert at in arg_texts() and past in arg_texts()
+        assert _args_ok('"t"', at, "null") and not _args_ok('"t"', past, "null")
+
+
+def test_an_arguments_text_that_is_a_json_prefix_of_another() -> None:
+    # joined, '{"a":1}' and '{"b":2}' read as the one text '{"a":1},{"b":2}' and '{}' would
+    assert not _all_args_ok(['"t"', '"t"'], ['{"a":1},{"b":2}', '{}'])
+    assert _all_args_ok(['"t"', '"t"', '"t"'], ['{"a":1}', '{"b":2}', '{}'])
+    # joined, each pair reads as one array of two objects in their one form
+    assert _args_ok('"t"', '{"a":"},{"}', "null")
+    for pair in (['{"a":[1', '2]},{}'], ['{"a":"}', '{"},{}']):
+        assert not _args_ok('"t"', pair[0], "null")
+        assert not _all_args_ok(['"t"', '"t"'], pair)
+        assert not _all_args_ok(['"t"', '"t"', '"t"'], [*pair, '{"a":"},{"}'])
+    lines = ordinary_log(2)
+    index = index_of(lines, '"tool":"read_file"', 1)
+    changed = retext(lines, index, lambda x: re.sub(
+        rb'"args":\{.*?\},"peer"', b'"args":{"a":1},{"b":2},"peer"', x, count=1), chain=True)
+    assert not same_both_ways(changed, [index + 2]).ok
+
+
+def line_ok(line: bytes) -> bool:
+    try:
+        check_record_line(line)
+    except DecodeError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("verdict", ["approved", "refused", "expired", "requester_gone",
+                                     "abandoned"])
+@pytest.mark.parametrize("by", ["null", "1000"])
+@pytest.mark.parametrize("redecision", [False, True])
+def test_the_approval_rules_in_the_expression(verdict: str, by: str, redecision: bool) -> None:
+    approved, refused = (line_of(event).decode() for event in one_of_each()
+                         if type(event) is ApprovalRecord and event.verdict in (
+                             "approved", "refused"))
+    text = approved if redecision else refused
+    text = re.sub(r'"verdict":"[a-z_]+","by":[0-9a-z]+,',
+                  f'"verdict":"{verdict}","by":{by},', text, count=1)
+    valid = (verdict == "approved") == redecision and (verdict != "abandoned" or by == "null")
+    assert line_ok(text.encode()) is valid
+    assert (scan_block(text, 1) is not None) is valid
