@@ -269,6 +269,14 @@ def test_nothing_survives_a_kill_9_of_brokerd(image: str, tmp_path: Path) -> Non
 
 # -- a set-up that fails: podman under the default, unavailable when asked for ------
 
+
+def _script(tmp_path: Path, name: str, text: str) -> Path:
+    """An executable shell script `name` in `tmp_path` (a wrapper around a real tool)."""
+    path = tmp_path / name
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
 @pytest.mark.parametrize("launcher", [None, "oci"])
 async def test_a_failed_set_up_keeps_podman_unless_oci_was_written(
     image: str, tmp_path: Path, launcher: str | None
@@ -276,10 +284,8 @@ async def test_a_failed_set_up_keeps_podman_unless_oci_was_written(
     """`podman image mount` fails (a wrapper around the real podman): with `[runner]
     launcher` unset every call goes through podman, nothing of the oci launcher's is
     left mounted; with ``launcher = "oci"`` written the runner is unavailable."""
-    wrapper = tmp_path / "podman"
-    wrapper.write_text('#!/bin/sh\n[ "$1 $2" = "image mount" ] && exit 125\n'
-                       f'exec {shutil.which("podman")} "$@"\n')
-    wrapper.chmod(0o755)
+    wrapper = _script(tmp_path, "podman", '#!/bin/sh\n[ "$1 $2" = "image mount" ] && exit 125\n'
+                      f'exec {shutil.which("podman")} "$@"\n')
     home = tmp_path / "home"
     home.mkdir()
     runtime = OciRuntime(settings(image, launcher, podman=str(wrapper)),  # type: ignore[arg-type]
@@ -305,10 +311,8 @@ async def test_a_failed_trial_on_the_direct_path_keeps_podman_under_the_default(
     """The runtime fails every container brokerd runs itself (a wrapper around runc
     that refuses `run` under brokerd's own `--root`), podman's pass through: under the
     default the start-up trial finds it and every call goes through podman."""
-    runc = tmp_path / "runc"
-    runc.write_text('#!/bin/sh\ncase "$2 $3" in */oci-*/state\\ run) echo refused >&2; '
-                    f'exit 1;; esac\nexec {shutil.which("runc")} "$@"\n')
-    runc.chmod(0o755)
+    runc = _script(tmp_path, "runc", '#!/bin/sh\ncase "$2 $3" in */oci-*/state\\ run) '
+                   f'echo refused >&2; exit 1;; esac\nexec {shutil.which("runc")} "$@"\n')
     home = tmp_path / "home"
     home.mkdir()
     runtime = OciRuntime(PodmanSettings(image=image, oci_runtime=str(runc), timeout_ms=60_000),
