@@ -203,29 +203,8 @@ def _decision(tool: str, raw_args: Mapping[str, Any], verdict: Verdict, taint: T
     pin beside them)."""
     code = verdict.code
     winner = verdict.winner
-    if winner is None:  # D0..D2b, D7
-        fields = _NO_WINNER.copy()
-        fields["tool"] = tool
-        fields["label"] = verdict.label
-        fields["untrusted"] = verdict.untrusted
-        fields["state"] = taint
-        fields["grants_digest"] = grants.digest
-        fields["_code"] = code
-        fields["_verdict"] = verdict
-        if effective is not None or pin is not None:
-            fields["effective_args"] = effective
-            fields["pin"] = pin
-        if code == "grants_invalid":
-            fields["_grants"] = grants
-        if verdict.short_way is None:
-            fields["args"] = verdict.long_way
-        return _new_whole(Decision, fields)
-    grant, entry, _ = winner
-    fields = _WINNER.copy()
+    fields = (_NO_WINNER if winner is None else _WINNER).copy()
     fields["tool"] = tool
-    fields["grant"] = grant.id
-    fields["grant_entry"] = entry
-    fields["private_network"] = grant.private_network
     fields["label"] = verdict.label
     fields["untrusted"] = verdict.untrusted
     fields["state"] = taint
@@ -236,6 +215,15 @@ def _decision(tool: str, raw_args: Mapping[str, Any], verdict: Verdict, taint: T
         fields["pin"] = pin
     if verdict.short_way is None:
         fields["args"] = verdict.long_way
+    if winner is None:  # D0..D2b, D7
+        fields["_code"] = code
+        if code == "grants_invalid":
+            fields["_grants"] = grants
+        return _new_whole(Decision, fields)
+    grant, entry, _ = winner
+    fields["grant"] = grant.id
+    fields["grant_entry"] = entry
+    fields["private_network"] = grant.private_network
     if verdict.mode == "ask":
         fields["raw_args"] = raw_args
         fields["protected"] = protected

@@ -161,10 +161,7 @@ class OciRuntime(PodmanRuntime):
             self._rootfs = rootfs
         except (OSError, ValueError, PodmanCommandError) as exc:
             if not self.explicit:
-                log.warning("the oci launcher cannot be set up (%s): calls go through "
-                            "podman", exc)
-                await self._undo_setup()
-                self.launcher = "podman"
+                await self._keep_podman(f"the oci launcher cannot be set up ({exc})")
                 return result
             await self._undo_setup()
             self.check_result = PodmanCheck(
@@ -176,12 +173,16 @@ class OciRuntime(PodmanRuntime):
         if self._trial_run and not self.explicit:
             problem = await self._direct_trial()
             if problem is not None:
-                log.warning("the oci launcher's trial run failed (%s): calls go through "
-                            "podman", problem)
-                self.direct = False
-                await self._undo_setup()
-                self.launcher = "podman"
+                await self._keep_podman(f"the oci launcher's trial run failed ({problem})")
         return result
+
+    async def _keep_podman(self, why: str) -> None:
+        """Under the default, after a failed set-up or trial: every call through podman
+        from now on, logged with `why`; nothing of the direct path left set up."""
+        log.warning("%s: calls go through podman", why)
+        self.direct = False
+        await self._undo_setup()
+        self.launcher = "podman"
 
     async def _direct_trial(self) -> str | None:
         """Under the default, one container on the direct path before any call (podman's
